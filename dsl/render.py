@@ -1,0 +1,61 @@
+"""Human and JSON renderings of validation reports (used by ``flowgrpo validate``)."""
+
+from __future__ import annotations
+
+from dsl.validate import Problem, Report
+
+
+def report_to_dict(report: Report) -> dict:
+    """A JSON-ready dict of a report (the AST is represented by its canonical text)."""
+
+    def problem(p: Problem) -> dict:
+        return {
+            "code": p.code,
+            "message": p.message,
+            "line": p.line,
+            "column": p.column,
+            "hint": p.hint,
+        }
+
+    return {
+        "text": report.text,
+        "ok": report.ok,
+        "canonical": report.canonical,
+        "structure": report.structure,
+        "features": sorted(report.features),
+        "operators": list(report.operators),
+        "calls": report.calls,
+        "errors": [problem(p) for p in report.errors],
+        "warnings": [problem(p) for p in report.warnings],
+    }
+
+
+def format_problem(problem: Problem, text: str, kind: str = "error") -> str:
+    """One problem with the source line and a caret under its column."""
+    head = f"  {kind} {problem.code} at {problem.line}:{problem.column}: {problem.message}"
+    lines = text.splitlines() or [""]
+    out = [head]
+    if 1 <= problem.line <= len(lines):
+        source = lines[problem.line - 1]
+        caret = " " * max(problem.column - 1, 0) + "^"
+        out += [f"    {source}", f"    {caret}"]
+    if problem.hint:
+        out.append(f"    hint: {problem.hint}")
+    return "\n".join(out)
+
+
+def format_report(report: Report) -> str:
+    """A multi-line human report: verdict, canonical form, structure, then every problem."""
+    if report.ok:
+        head = (
+            f"valid    {report.canonical}    "
+            f"[{report.structure}, {report.calls} call{'s' if report.calls != 1 else ''}]"
+        )
+    else:
+        head = f"invalid  {report.text}"
+    lines = [head]
+    if not report.ok and report.canonical is not None and report.canonical != report.text:
+        lines.append(f"  canonical: {report.canonical}")
+    lines += [format_problem(p, report.text, "error") for p in report.errors]
+    lines += [format_problem(p, report.text, "warning") for p in report.warnings]
+    return "\n".join(lines)

@@ -1,0 +1,398 @@
+"""Semantic validation of workflows: every problem at once, each with a code, position and fix.
+
+:func:`validate` never raises on bad workflow text: a syntax error is one error in the report.
+Results are cached by input (real training streams repeat a few workflows many times).
+
+Error codes (``Report.errors``):
+
+=========================  ==============================================================
+``syntax_error``           the text does not follow the grammar (message from the parser)
+``unknown_operator``       a name that is not an operator (closest name in the hint)
+``operator_not_allowed``   an operator not allowed for the problem's domain
+``condition_not_checker``  the condition of ``?`` is not a checker (Review, Test)
+``ensemble_needs_candidates``  an ensembler without >= 2 candidates from a parallel block
+``needs_solution``         a checker or refiner before any generator made a solution
+``loop_count``             a loop count outside [1, max_loop_count]
+``too_many_calls``         worst-case operator calls (loops expanded) above max_calls
+``too_deep``               nesting of parallel/conditional/loop deeper than max_depth
+=========================  ==============================================================
+
+Warning codes (``Report.warnings``): ``instruction_ignored`` (instruction on an operator that
+takes none), ``revise_without_feedback`` (Revise with no checker before it),
+``loop_without_checker`` (the loop can never stop early), ``loop_once`` (``* 1`` is no loop),
+``empty_conditional`` (both branches ``done``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from dataclasses import dataclass, field
+
+from dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow, walk
+from dsl.canonical import canonical
+from dsl.errors import DSLSyntaxError
+from dsl.operators import CHECKER, ENSEMBLER, GENERATOR, OPERATORS, operators_for_domain
+from dsl.parser import parse
+
+STRUCTURES = ("single", "chain", "conditional", "loop", "parallel")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds a valid workflow must respect.
+
+    Attributes:
+        max_loop_count: largest allowed ``* n`` (smallest is 1).
+        max_calls: largest worst-case number of operator calls, loops expanded.
+        max_depth: deepest nesting of parallel / conditional / loop constructs.
+    """
+
+    max_loop_count: int = 5
+    max_calls: int = 20
+    max_depth: int = 4
+
+    def __post_init__(self):
+        for name in ("max_loop_count", "max_calls", "max_depth"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"Limits.{name} must be a positive integer, got {value!r}")
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem found in a workflow.
+
+    ``line``/``column`` are 1-based positions in the validated text (for a workflow built in code
+    they are 0 where the node has no position).
+    """
+
+    code: str
+    message: str
+    line: int
+    column: int
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class Report:
+    """The outcome of :func:`validate`.
+
+    Attributes:
+        text: the validated text (the canonical form when a Workflow was given).
+        workflow: the AST, or None on a syntax error.
+        errors / warnings: every problem found, in source order.
+        canonical: the canonical text, or None on a syntax error.
+        structure: single, chain, conditional, loop or parallel (None on a syntax error).
+        features: every construct present (chain, conditional, loop, parallel, instruction).
+        operators: operator names in execution order (loop bodies once).
+        calls: worst-case number of operator calls with loops expanded.
+    """
+
+    text: str
+    workflow: Workflow | None
+    errors: tuple[Problem, ...] = ()
+    warnings: tuple[Problem, ...] = ()
+    canonical: str | None = None
+    structure: str | None = None
+    features: frozenset[str] = field(default_factory=frozenset)
+    operators: tuple[str, ...] = ()
+    calls: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when the workflow has no errors (warnings allowed)."""
+        return not self.errors
+
+    @property
+    def syntax_ok(self) -> bool:
+        """True when the text parsed (semantic errors allowed)."""
+        return self.workflow is not None
+
+
+def validate(
+    workflow: str | Workflow,
+    domain: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    allowed_operators: frozenset[str] | None = None,
+) -> Report:
+    """Check a workflow (text or AST) and report every problem.
+
+    Args:
+        workflow: workflow text or a parsed :class:`~dsl.ast.Workflow`.
+        domain: ``math``, ``code`` or ``qa`` to check operators against that domain's
+            default set (see :mod:`dsl.operators`); None allows every operator.
+        limits: loop count, call and depth bounds.
+        allowed_operators: explicit set of allowed names, overriding the domain's default.
+
+    >>> validate("Custom -> Review ? Revise : done").ok
+    True
+    >>> [p.code for p in validate("Revise -> ScEnsemble").errors]
+    ['needs_solution', 'ensemble_needs_candidates']
+    """
+    if domain is not None and allowed_operators is None:
+        allowed_operators = operators_for_domain(domain)  # raises with the choices
+    if allowed_operators is not None:
+        allowed_operators = frozenset(allowed_operators)
+    if not isinstance(workflow, (str, Workflow)):
+        raise TypeError(f"validate() takes text or a Workflow, got {type(workflow).__name__}")
+    return _validate_cached(workflow, domain, limits, allowed_operators)
+
+
+@functools.lru_cache(maxsize=65536)
+def _validate_cached(workflow, domain, limits, allowed) -> Report:
+    text = workflow
+    if isinstance(workflow, str):
+        try:
+            workflow = parse(workflow)
+        except DSLSyntaxError as exc:
+            problem = Problem("syntax_error", exc.reason, exc.line, exc.column, exc.hint)
+            return Report(text=text, workflow=None, errors=(problem,))
+    else:
+        text = canonical(workflow)
+    return _check(text, workflow, domain, limits, allowed)
+
+
+def _check(text, workflow: Workflow, domain, limits: Limits, allowed) -> Report:
+    checker = _Checker(domain, limits, allowed)
+    checker.visit(workflow.root, _State())
+    root = workflow.root
+    calls = count_calls(root)
+    if calls > limits.max_calls:
+        checker.error(
+            "too_many_calls",
+            root,
+            f"the workflow makes up to {calls} operator calls (limit {limits.max_calls})",
+            "use fewer steps, branches or loop repetitions",
+        )
+    depth = nesting_depth(root)
+    if depth > limits.max_depth:
+        checker.error(
+            "too_deep",
+            root,
+            f"constructs are nested {depth} deep (limit {limits.max_depth})",
+            "flatten the workflow: fewer loops/conditionals/parallel blocks inside each other",
+        )
+    key = lambda p: (p.line, p.column)  # noqa: E731 - source order
+    return Report(
+        text=text,
+        workflow=workflow,
+        errors=tuple(sorted(checker.errors, key=key)),
+        warnings=tuple(sorted(checker.warnings, key=key)),
+        canonical=canonical(workflow),
+        structure=structure_of(workflow),
+        features=features_of(workflow),
+        operators=tuple(n.name for n in walk(root) if isinstance(n, Op)),
+        calls=calls,
+    )
+
+
+# --------------------------------------------------------------------------- shape metrics
+
+
+def features_of(workflow: Workflow | Node) -> frozenset[str]:
+    """Every construct present: chain, conditional, loop, parallel, instruction."""
+    found = set()
+    for node in walk(workflow):
+        if isinstance(node, Seq):
+            found.add("chain")
+        elif isinstance(node, Cond):
+            found.add("conditional")
+        elif isinstance(node, Loop):
+            found.add("loop")
+        elif isinstance(node, Parallel):
+            found.add("parallel")
+        elif node.instruction is not None:
+            found.add("instruction")
+    return frozenset(found)
+
+
+def structure_of(workflow: Workflow | Node) -> str:
+    """The structure class: loop > parallel > conditional > chain > single (first present)."""
+    found = features_of(workflow)
+    for name in ("loop", "parallel", "conditional", "chain"):
+        if name in found:
+            return name
+    return "single"
+
+
+def count_calls(node: Node | None) -> int:
+    """Worst-case operator calls with loops expanded (the longer branch of a conditional)."""
+    if node is None:
+        return 0
+    if isinstance(node, Op):
+        return 1
+    if isinstance(node, (Seq, Parallel)):
+        return sum(count_calls(c) for c in (node.steps if isinstance(node, Seq) else node.branches))
+    if isinstance(node, Cond):
+        return count_calls(node.check) + max(count_calls(node.if_fail), count_calls(node.if_pass))
+    return node.count * count_calls(node.body)
+
+
+def nesting_depth(node: Node | None) -> int:
+    """Deepest nesting of parallel / conditional / loop constructs (0 for a plain chain)."""
+    if node is None or isinstance(node, Op):
+        return 0
+    if isinstance(node, Seq):
+        return max(nesting_depth(s) for s in node.steps)
+    if isinstance(node, Parallel):
+        return 1 + max(nesting_depth(b) for b in node.branches)
+    if isinstance(node, Cond):
+        return 1 + max(nesting_depth(n) for n in (node.check, node.if_fail, node.if_pass))
+    return 1 + nesting_depth(node.body)
+
+
+# --------------------------------------------------------------------------- dataflow checks
+
+
+@dataclass(frozen=True)
+class _State:
+    """What is known to exist when a step runs (a conservative, all-paths view)."""
+
+    solution: bool = False
+    candidates: int = 0
+    feedback: bool = False
+
+    def join(self, other: _State) -> _State:
+        """State after either of two paths (what holds on both)."""
+        return _State(
+            self.solution and other.solution,
+            min(self.candidates, other.candidates),
+            self.feedback and other.feedback,
+        )
+
+
+class _Checker:
+    """Walks the AST once, threading a :class:`_State`, collecting every problem."""
+
+    def __init__(self, domain, limits: Limits, allowed):
+        self.domain, self.limits, self.allowed = domain, limits, allowed
+        self.errors: list[Problem] = []
+        self.warnings: list[Problem] = []
+
+    def error(self, code, node, message, hint=""):
+        self.errors.append(Problem(code, message, node.line, node.column, hint))
+
+    def warn(self, code, node, message, hint=""):
+        self.warnings.append(Problem(code, message, node.line, node.column, hint))
+
+    def visit(self, node: Node | None, state: _State) -> _State:
+        if node is None:
+            return state
+        if isinstance(node, Seq):
+            for step in node.steps:
+                state = self.visit(step, state)
+            return state
+        if isinstance(node, Parallel):
+            outs = [self.visit(b, state) for b in node.branches]
+            joined = functools.reduce(_State.join, outs)
+            return _State(joined.solution, len(node.branches), joined.feedback)
+        if isinstance(node, Cond):
+            return self._cond(node, state)
+        if isinstance(node, Loop):
+            return self._loop(node, state)
+        return self._op(node, state)
+
+    def _cond(self, node: Cond, state: _State) -> _State:
+        check = node.check
+        if not (isinstance(check, Op) and _role(check.name) == CHECKER):
+            got = check.name if isinstance(check, Op) else canonical(check)
+            self.error(
+                "condition_not_checker",
+                check,
+                f"the condition of '?' must be a checker (Review or Test), got {got}",
+                f"check the solution first, e.g. {got} -> Review ? Revise : done",
+            )
+        state = self.visit(check, state)
+        if node.if_fail is None and node.if_pass is None:
+            self.warn(
+                "empty_conditional",
+                node,
+                "both branches are 'done': the check changes nothing",
+                "give the failing branch a refiner, e.g. Review ? Revise : done",
+            )
+        return self.visit(node.if_fail, state).join(self.visit(node.if_pass, state))
+
+    def _loop(self, node: Loop, state: _State) -> _State:
+        if not 1 <= node.count <= self.limits.max_loop_count:
+            self.error(
+                "loop_count",
+                node,
+                f"loop count {node.count} is out of range",
+                f"use a count from 1 to {self.limits.max_loop_count}",
+            )
+        elif node.count == 1:
+            self.warn(
+                "loop_once",
+                node,
+                "'* 1' runs the body once: it is not a loop",
+                "remove '* 1' or use a count of 2 or more",
+            )
+        if not any(isinstance(n, Op) and _role(n.name) == CHECKER for n in walk(node.body)):
+            self.warn(
+                "loop_without_checker",
+                node,
+                "the loop has no checker, so it never stops early",
+                "put Review or Test in the body, e.g. (Review -> Revise) * 2",
+            )
+        return self.visit(node.body, state)
+
+    def _op(self, node: Op, state: _State) -> _State:
+        spec = OPERATORS.get(node.name)
+        if spec is None:
+            guess = difflib.get_close_matches(node.name, list(OPERATORS), n=1, cutoff=0.5)
+            hint = f"did you mean {guess[0]!r}?" if guess else "operators: " + ", ".join(OPERATORS)
+            self.error("unknown_operator", node, f"unknown operator {node.name!r}", hint)
+            return _State(True, state.candidates, state.feedback)  # avoid cascading errors
+        if self.allowed is not None and node.name not in self.allowed:
+            where = f"the {self.domain} domain" if self.domain else "this problem"
+            self.error(
+                "operator_not_allowed",
+                node,
+                f"{node.name} is not allowed for {where}",
+                "allowed: " + ", ".join(n for n in OPERATORS if n in self.allowed),
+            )
+        if node.instruction is not None and not spec.takes_instruction:
+            self.warn(
+                "instruction_ignored",
+                node,
+                f"{node.name} takes no instruction",
+                f"write {node.name} without parentheses",
+            )
+        if spec.role == GENERATOR:
+            return _State(True, state.candidates, state.feedback)
+        if spec.role == ENSEMBLER:
+            if state.candidates < 2:
+                self.error(
+                    "ensemble_needs_candidates",
+                    node,
+                    f"{node.name} needs at least two candidates, but none are made before it",
+                    "put a parallel block before it, e.g. "
+                    f"[Custom, Custom, Programmer] -> {node.name}",
+                )
+            return _State(True, state.candidates, state.feedback)
+        if not state.solution:
+            self.error(
+                "needs_solution",
+                node,
+                f"{node.name} runs before any generator made a solution",
+                f"start with a generator, e.g. Custom -> {node.name}",
+            )
+        if spec.role == CHECKER:
+            return _State(state.solution, state.candidates, True)
+        if node.name == "Revise" and not state.feedback:
+            self.warn(
+                "revise_without_feedback",
+                node,
+                "Revise has no feedback: no checker runs before it",
+                "put a checker before it, e.g. Review ? Revise : done",
+            )
+        return state
+
+
+def _role(name: str) -> str | None:
+    spec = OPERATORS.get(name)
+    return spec.role if spec else None

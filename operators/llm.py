@@ -1,0 +1,81 @@
+"""The executor LLM interface: one small Protocol that every backend implements.
+
+The interpreter only sees :class:`LLM`; it never knows whether it talks to an in-process Hugging
+Face model, an OpenAI-compatible server or a scripted table (tests).
+
+A backend never raises for a failed request: it returns a :class:`GenerationResult` with
+``error`` set (e.g. the server was still down after the last retry). The interpreter marks the
+workflow *unscorable* then, which is different from *wrong*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message (role: system, user or assistant)."""
+
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One chat completion to make.
+
+    Attributes:
+        messages: the conversation, rendered with the model's chat template by the backend.
+        max_new_tokens: bound on generated tokens.
+        temperature: 0 means greedy (the executor default).
+    """
+
+    messages: tuple[Message, ...]
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """The outcome of one request.
+
+    Attributes:
+        text: generated text ("" when ``error`` is set).
+        prompt_tokens / completion_tokens: token counts (as reported or counted by the backend).
+        seconds: wall time attributed to this request (batch time / batch size when batched).
+        error: None on success; otherwise what went wrong, for the trace and logs.
+    """
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """An executor backend.
+
+    ``settings_key`` identifies everything that changes outputs (model, decoding settings), so
+    execution results can be cached by (canonical workflow, problem, settings_key).
+    """
+
+    settings_key: str
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Answer every request, in order; one result per request, never raising for a request."""
+        ...
+
+
+def user(content: str, system: str | None = None) -> tuple[Message, ...]:
+    """Messages for a single-turn request."""
+    head = (Message("system", system),) if system else ()
+    return (*head, Message("user", content))
