@@ -176,6 +176,7 @@ def _check(text, workflow: Workflow, domain, limits: Limits, allowed) -> Report:
             f"constructs are nested {depth} deep (limit {limits.max_depth})",
             "flatten the workflow: fewer loops/conditionals/parallel blocks inside each other",
         )
+    features = features_of(root)
     key = lambda p: (p.line, p.column)  # noqa: E731 - source order
     return Report(
         text=text,
@@ -183,8 +184,8 @@ def _check(text, workflow: Workflow, domain, limits: Limits, allowed) -> Report:
         errors=tuple(sorted(checker.errors, key=key)),
         warnings=tuple(sorted(checker.warnings, key=key)),
         canonical=canonical(workflow),
-        structure=structure_of(workflow),
-        features=features_of(workflow),
+        structure=_structure_from(features),
+        features=features,
         operators=tuple(n.name for n in walk(root) if isinstance(n, Op)),
         calls=calls,
     )
@@ -212,7 +213,10 @@ def features_of(workflow: Workflow | Node) -> frozenset[str]:
 
 def structure_of(workflow: Workflow | Node) -> str:
     """The structure class: loop > parallel > conditional > chain > single (first present)."""
-    found = features_of(workflow)
+    return _structure_from(features_of(workflow))
+
+
+def _structure_from(found: frozenset[str]) -> str:
     for name in ("loop", "parallel", "conditional", "chain"):
         if name in found:
             return name
@@ -381,6 +385,7 @@ class _Checker:
                 f"{node.name} runs before any generator made a solution",
                 f"start with a generator, e.g. Custom -> {node.name}",
             )
+            state = _State(True, state.candidates, state.feedback)  # report once, not per step
         if spec.role == CHECKER:
             return _State(state.solution, state.candidates, True)
         if node.name == "Revise" and not state.feedback:

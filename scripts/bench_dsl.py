@@ -1,0 +1,77 @@
+"""Benchmark: validate() throughput on distinct workflows (cache misses) and on a repeating stream.
+
+Targets (issue 2): >= 15,000 validations/s uncached and >= 200,000/s on a stream where 20 distinct
+workflows repeat, on a 2-core CPU. Usage::
+
+    python scripts/bench_dsl.py [--distinct 20000] [--stream 400000] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import random
+import time
+
+from dsl import canonical, validate
+from dsl.generate import random_workflow
+from dsl.parser import _parse_or_error
+from dsl.validate import _validate_cached
+
+
+def _distinct_texts(n: int, seed: int) -> list[str]:
+    rng, seen = random.Random(seed), {}
+    while len(seen) < n:
+        text = canonical(random_workflow(rng, max_steps=6, max_depth=2))
+        seen.setdefault(text, None)
+    return list(seen)
+
+
+def _clear() -> None:
+    _validate_cached.cache_clear()
+    _parse_or_error.cache_clear()
+
+
+def bench_uncached(texts: list[str]) -> float:
+    _clear()
+    start = time.perf_counter()
+    for text in texts:
+        validate(text)
+    return len(texts) / (time.perf_counter() - start)
+
+
+def bench_stream(texts: list[str], n: int, seed: int) -> float:
+    rng = random.Random(seed)
+    stream = [rng.choice(texts) for _ in range(n)]
+    _clear()
+    start = time.perf_counter()
+    for text in stream:
+        validate(text)
+    return n / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--distinct", type=int, default=20_000)
+    parser.add_argument("--stream", type=int, default=400_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    texts = _distinct_texts(args.distinct, seed=0)
+    mean_len = sum(map(len, texts)) / len(texts)
+    uncached = [bench_uncached(texts) for _ in range(args.repeats)]
+    stream = [bench_stream(texts[:20], args.stream, seed=r) for r in range(args.repeats)]
+    print(f"machine: {platform.machine()}, Python {platform.python_version()}")
+    print(f"distinct workflows: {len(texts)} (mean {mean_len:.0f} chars)")
+    print(f"uncached validate/s: best {max(uncached):,.0f}  runs {[f'{x:,.0f}' for x in uncached]}")
+    print(
+        f"20-workflow stream validate/s: best {max(stream):,.0f}  runs "
+        f"{[f'{x:,.0f}' for x in stream]}"
+    )
+    print(
+        f"targets: uncached >= 15,000/s: {'met' if max(uncached) >= 15_000 else 'NOT met'}; "
+        f"stream >= 200,000/s: {'met' if max(stream) >= 200_000 else 'NOT met'}"
+    )
+
+
+if __name__ == "__main__":
+    main()
