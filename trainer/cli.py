@@ -97,3 +97,60 @@ def _validate_one(text: str, do_extract: bool, domain: str | None) -> dict:
         result = {"input": text, **report_to_dict(report)}
     result["_human"] = format_report(report)
     return result
+
+
+@main.command("run")
+@click.argument("workflow")
+@click.option(
+    "--task",
+    default="arithmetic",
+    show_default=True,
+    help="arithmetic[:easy|medium|hard], gsm8k:PATH, mbpp:PATH or humaneval.",
+)
+@click.option(
+    "--n", "n", default=3, show_default=True, type=click.IntRange(min=1), help="Number of problems."
+)
+@click.option(
+    "--split",
+    default="test",
+    show_default=True,
+    type=click.Choice(["train", "test"]),
+    help="Which split of a generated task (arithmetic) to draw from.",
+)
+@click.option("--seed", default=0, show_default=True, help="Seed of the task generator.")
+@click.option(
+    "--executor",
+    default="hf",
+    show_default=True,
+    type=click.Choice(["hf", "openai"]),
+    help="hf: in-process model; openai: an OpenAI-compatible server.",
+)
+@click.option(
+    "--model",
+    default="default",
+    show_default=True,
+    help="hf: 'default' (embedded SmolLM2-135M) or a local path / hub id; "
+    "openai: the served model name (or FLOWGRPO_EXECUTOR_MODEL).",
+)
+@click.option(
+    "--base-url",
+    default=None,
+    help="openai: server URL, e.g. http://localhost:8000/v1 (or FLOWGRPO_EXECUTOR_BASE_URL).",
+)
+@click.option(
+    "--trace/--no-trace",
+    default=True,
+    show_default=True,
+    help="Show every LLM call and sandbox run.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per problem.")
+def run_cmd(workflow, task, n, split, seed, executor, model, base_url, trace, as_json) -> None:
+    """Run WORKFLOW on problems of a task with an executor LLM and show trace and score.
+
+    \b
+    Example:
+      flowgrpo run "Programmer -> Review ? Revise : done" --task arithmetic --n 5
+    """
+    from trainer.commands import run_workflow_command
+
+    run_workflow_command(workflow, task, n, split, seed, executor, model, base_url, trace, as_json)

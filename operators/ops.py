@@ -1,0 +1,259 @@
+"""The AFlow operator set (arXiv 2410.10762), as generator functions over :class:`State`.
+
+Each operator is registered by name with :func:`register_operator` and has the signature
+``op(state, instruction, settings) -> OpGen``. The registry must cover exactly the names in
+``dsl.OPERATORS`` (checked by a test). Prompts live in :mod:`operators.prompts`.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dsl import OPERATORS
+from operators import prompts
+from operators.llm import GenerationRequest, Message
+from operators.state import Ask, OpGen, RunCode, State
+
+
+@dataclass(frozen=True)
+class OpSettings:
+    """Per-operator knobs (part of the execution cache key).
+
+    Attributes:
+        max_new_tokens: token budget per LLM call, by operator name (``default`` for the rest).
+        programmer_retries: extra attempts of Programmer after its code fails.
+        test_fix_rounds: fix attempts of Test after the public tests fail.
+        md_votes: shuffled votes of MdEnsemble.
+        code_timeout_s: sandbox time limit per run, seconds.
+    """
+
+    max_new_tokens: tuple[tuple[str, int], ...] = (
+        ("default", 192),
+        ("Programmer", 256),
+        ("CustomCodeGenerate", 320),
+        ("Test", 320),
+        ("Review", 96),
+        ("Format", 32),
+        ("ScEnsemble", 8),
+        ("MdEnsemble", 8),
+    )
+    programmer_retries: int = 1
+    test_fix_rounds: int = 1
+    md_votes: int = 3
+    code_timeout_s: float = 5.0
+
+    def tokens_for(self, op: str) -> int:
+        table = dict(self.max_new_tokens)
+        return table.get(op, table["default"])
+
+
+OpFn = Callable[[State, "str | None", OpSettings], OpGen]
+_OPS: dict[str, OpFn] = {}
+
+
+def register_operator(name: str) -> Callable[[OpFn], OpFn]:
+    """Register the implementation of operator ``name`` (a name of ``dsl.OPERATORS``)."""
+
+    def wrap(fn: OpFn) -> OpFn:
+        if name in _OPS:
+            raise ValueError(f"operator {name!r} is already registered")
+        if name not in OPERATORS:
+            raise ValueError(f"{name!r} is not a DSL operator; known: {', '.join(OPERATORS)}")
+        _OPS[name] = fn
+        return fn
+
+    return wrap
+
+
+def get_operator(name: str) -> OpFn:
+    """The implementation of ``name``; unknown names raise and list the choices."""
+    try:
+        return _OPS[name]
+    except KeyError:
+        raise ValueError(
+            f"no implementation for operator {name!r}; known: {', '.join(sorted(_OPS))}"
+        ) from None
+
+
+def registered_operators() -> frozenset[str]:
+    return frozenset(_OPS)
+
+
+def _ask(state: State, op: str, text: str, settings: OpSettings) -> Ask:
+    messages = (Message("system", prompts.SYSTEM), Message("user", text))
+    return Ask(op, GenerationRequest(messages, max_new_tokens=settings.tokens_for(op)))
+
+
+def _one(state: State, op: str, text: str, settings: OpSettings) -> OpGen:
+    """Make one LLM call; returns the generated text."""
+    (result,) = yield [_ask(state, op, text, settings)]
+    return result.text
+
+
+_FENCE_RE = re.compile(r"```(?:python|py)?\s*\n(.*?)(?:```|$)", re.DOTALL)
+
+
+def extract_code(text: str) -> str:
+    """The first fenced code block of ``text``, or the whole text when there is none."""
+    match = _FENCE_RE.search(text)
+    return (match.group(1) if match else text).strip()
+
+
+# --------------------------------------------------------------------------- generators
+
+
+@register_operator("Custom")
+def custom(state: State, instruction: str | None, settings: OpSettings) -> OpGen:
+    q = state.problem.question
+    state.solution = yield from _one(
+        state, "Custom", prompts.custom(q, instruction, state.solution), settings
+    )
+
+
+@register_operator("AnswerGenerate")
+def answer_generate(state: State, instruction: str | None, settings: OpSettings) -> OpGen:
+    text = prompts.answer_generate(state.problem.question, instruction)
+    state.solution = yield from _one(state, "AnswerGenerate", text, settings)
+
+
+@register_operator("Programmer")
+def programmer(state: State, instruction: str | None, settings: OpSettings) -> OpGen:
+    """LLM writes ``solve()``; the sandbox runs it; its output is the answer. Retries on error."""
+    error = code = None
+    for _ in range(1 + settings.programmer_retries):
+        text = prompts.programmer(state.problem.question, instruction, error, code)
+        code = extract_code((yield from _one(state, "Programmer", text, settings)))
+        program = f"{code}\n\nprint(solve())\n"
+        (run,) = yield [RunCode("Programmer", program, timeout_s=settings.code_timeout_s)]
+        if run.ok and run.stdout.strip():
+            state.solution = run.stdout.strip()
+            return
+        error = (run.stderr.strip().splitlines() or [run.reason or "no output"])[-1]
+    state.feedback = f"Programmer failed: {error}"
+
+
+@register_operator("CustomCodeGenerate")
+def custom_code_generate(state: State, instruction: str | None, settings: OpSettings) -> OpGen:
+    p = state.problem
+    text = prompts.code_generate(p.question, instruction, p.entry_point)
+    state.solution = extract_code((yield from _one(state, "CustomCodeGenerate", text, settings)))
+
+
+# --------------------------------------------------------------------------- ensemblers
+
+
+def _majority(candidates: list[str]) -> str:
+    """The candidate whose normalised text is most frequent (first on ties)."""
+    counts = Counter(" ".join(c.split()).lower() for c in candidates)
+    return max(candidates, key=lambda c: counts[" ".join(c.split()).lower()])
+
+
+def _letter(text: str, n: int) -> int | None:
+    match = re.search(r"\b([A-Z])\b", text.strip().upper())
+    if match and 0 <= ord(match.group(1)) - 65 < n:
+        return ord(match.group(1)) - 65
+    return None
+
+
+@register_operator("ScEnsemble")
+def sc_ensemble(state: State, instruction: str | None, settings: OpSettings) -> OpGen:
+    """Self-consistency: the LLM picks the candidate most agree on; majority if unparseable."""
+    cands = [c for c in state.candidates if c] or [state.solution or ""]
+    text = yield from _one(
+        state, "ScEnsemble", prompts.choose(state.problem.question, cands), settings
+    )
+    index = _letter(text, len(cands))
+    state.solution = cands[index] if index is not None else _majority(cands)
+
+
+@register_operator("MdEnsemble")
+def md_ensemble(state: State, instruction: str | None, settings: OpSettings) -> OpGen:
+    """Majority vote of ``md_votes`` LLM choices over shuffled candidate orders."""
+    cands = [c for c in state.candidates if c] or [state.solution or ""]
+    rng = random.Random(state.problem.id)  # deterministic shuffles: cacheable results
+    orders = [rng.sample(range(len(cands)), len(cands)) for _ in range(settings.md_votes)]
+    asks = [
+        _ask(
+            state,
+            "MdEnsemble",
+            prompts.choose(state.problem.question, [cands[i] for i in order]),
+            settings,
+        )
+        for order in orders
+    ]
+    results = yield asks
+    votes = [
+        order[i]
+        for order, r in zip(orders, results)
+        if (i := _letter(r.text, len(cands))) is not None
+    ]
+    state.solution = cands[Counter(votes).most_common(1)[0][0]] if votes else _majority(cands)
+
+
+# --------------------------------------------------------------------------- checkers
+
+
+_FAIL_RE = re.compile(r"\b(fail|failed|incorrect|wrong|error|mistake|not correct)\b", re.I)
+_PASS_RE = re.compile(r"\b(pass|passed|correct|right|looks good|no (?:errors|mistakes))\b", re.I)
+
+
+def parse_verdict(text: str) -> bool:
+    """Pass/fail from free text: the first explicit verdict word wins; unclear means fail."""
+    fail, ok = _FAIL_RE.search(text), _PASS_RE.search(text)
+    if fail and (not ok or fail.start() <= ok.start()):
+        return False
+    return ok is not None
+
+
+@register_operator("Review")
+def review(state: State, instruction: str | None, settings: OpSettings) -> OpGen:
+    text = prompts.review(state.problem.question, state.solution, instruction)
+    verdict = yield from _one(state, "Review", text, settings)
+    state.passed = parse_verdict(verdict)
+    state.feedback = verdict.strip()
+
+
+def _test_program(code: str, tests: tuple[str, ...]) -> str:
+    checks = "\n".join(
+        f"try:\n    {t.strip()}\nexcept Exception as e:\n    print('FAIL', {t.strip()!r}, repr(e))"
+        for t in tests
+    )
+    return f"{code}\n\n{checks}\n"
+
+
+@register_operator("Test")
+def test(state: State, instruction: str | None, settings: OpSettings) -> OpGen:
+    """Run the problem's public tests on the solution; on failure the LLM fixes it (bounded)."""
+    tests = state.problem.public_tests or state.problem.tests[:1]
+    for round_ in range(1 + settings.test_fix_rounds):
+        program = _test_program(state.solution or "", tests)
+        (run,) = yield [RunCode("Test", program, timeout_s=settings.code_timeout_s)]
+        failures = run.stdout.strip() if run.ok else (run.stderr.strip()[-500:] or run.reason)
+        state.passed = run.ok and "FAIL" not in run.stdout
+        state.feedback = None if state.passed else failures
+        if state.passed or round_ == settings.test_fix_rounds:
+            return
+        text = prompts.fix_code(state.problem.question, state.solution, failures)
+        state.solution = extract_code((yield from _one(state, "Test", text, settings)))
+
+
+# --------------------------------------------------------------------------- refiners
+
+
+@register_operator("Revise")
+def revise(state: State, instruction: str | None, settings: OpSettings) -> OpGen:
+    p = state.problem
+    text = prompts.revise(p.question, state.solution, state.feedback, instruction)
+    output = yield from _one(state, "Revise", text, settings)
+    state.solution = extract_code(output) if p.domain == "code" else output
+
+
+@register_operator("Format")
+def format_(state: State, instruction: str | None, settings: OpSettings) -> OpGen:
+    p = state.problem
+    text = prompts.format_answer(p.question, state.solution, instruction, p.domain)
+    state.solution = (yield from _one(state, "Format", text, settings)).strip()

@@ -1,0 +1,96 @@
+"""Execution state and the effects operators ask the interpreter to perform.
+
+Operators are generator functions: they ``yield`` a list of effects (:class:`Ask` for an LLM call,
+:class:`RunCode` for the sandbox) and receive the list of their results. The interpreter gathers
+the effects of many workflows and performs them in batches (one ``generate`` per stage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from operators.llm import GenerationRequest
+from operators.tasks.base import Problem
+
+
+@dataclass(frozen=True)
+class Ask:
+    """Effect: one LLM call made by operator ``op``."""
+
+    op: str
+    request: GenerationRequest
+
+
+@dataclass(frozen=True)
+class RunCode:
+    """Effect: run ``code`` in the sandbox on behalf of operator ``op``."""
+
+    op: str
+    code: str
+    stdin: str | None = None
+    timeout_s: float = 5.0
+
+
+Effect = Ask | RunCode
+OpGen = Generator[list[Effect], list[Any], None]
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    """One performed effect: what was asked, what came back, how long it took."""
+
+    op: str
+    kind: str  # "llm" or "code"
+    prompt: str
+    output: str
+    seconds: float
+    tokens: int = 0
+    error: str | None = None
+
+
+@dataclass
+class Counters:
+    """Shared by a run and all its parallel branches."""
+
+    llm_calls: int = 0
+    code_runs: int = 0
+    tokens: int = 0
+    trace: list[TraceEntry] = field(default_factory=list)
+
+
+@dataclass
+class State:
+    """What a workflow step sees and updates (DESIGN.md, "Execution").
+
+    Attributes:
+        problem: the problem being solved.
+        solution: the current solution (answer text for math/qa, code for code problems).
+        candidates: solutions of the branches of the last parallel block.
+        feedback: the last checker's feedback.
+        passed: the last checker's verdict (None before any checker ran).
+        counters: LLM calls, sandbox runs, tokens and the trace (shared with branches).
+        loop_depth: how many loops enclose the running step (a passing checker inside a loop
+            skips the rest of the body and ends the loop).
+    """
+
+    problem: Problem
+    solution: str | None = None
+    candidates: list[str] = field(default_factory=list)
+    feedback: str | None = None
+    passed: bool | None = None
+    counters: Counters = field(default_factory=Counters)
+    loop_depth: int = 0
+
+    def fork(self) -> State:
+        """A copy for a parallel branch (same counters and trace)."""
+        return State(
+            self.problem,
+            self.solution,
+            list(self.candidates),
+            self.feedback,
+            self.passed,
+            self.counters,
+            self.loop_depth,
+        )

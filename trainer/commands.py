@@ -1,0 +1,88 @@
+"""Bodies of the heavier CLI commands (imported lazily so `flowgrpo validate` stays light).
+
+They print (they are the CLI); library packages below them only log.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+
+import click
+
+from dsl import validate
+from dsl.render import format_report
+
+
+def _fail(message: str, code: int = 2) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def load_problems(task: str, n: int, seed: int, split: str):
+    """Problems of a task spec, or a clear CLI error."""
+    from operators.tasks import load_task
+
+    try:
+        return load_task(task, n=n, seed=seed, split=split)
+    except (ValueError, FileNotFoundError, OSError) as exc:
+        _fail(str(exc))
+
+
+def make_executor(executor: str, model: str, base_url: str | None):
+    """The executor backend for the CLI, with errors turned into messages."""
+    from operators.backends import make_backend
+
+    try:
+        if executor == "openai":
+            kwargs = {"base_url": base_url}
+            if model != "default":
+                kwargs["model"] = model
+            return make_backend("openai", **kwargs)
+        click.echo(f"loading executor model {model!r} ...", err=True)
+        return make_backend("hf", name_or_path=model)
+    except (ValueError, FileNotFoundError, OSError, ImportError) as exc:
+        _fail(str(exc))
+
+
+def run_workflow_command(
+    workflow, task, n, split, seed, executor, model, base_url, trace, as_json
+) -> None:
+    from operators.interpreter import describe, run_workflows
+
+    report = validate(workflow)
+    if not report.ok:
+        click.echo(format_report(report), err=True)
+        sys.exit(1)
+    problems = load_problems(task, n, seed, split)
+    domain_report = validate(workflow, domain=problems[0].domain)
+    if not domain_report.ok:
+        click.echo(format_report(domain_report), err=True)
+        sys.exit(1)
+    llm = make_executor(executor, model, base_url)
+    start = time.time()
+    results = run_workflows([(report.workflow, p) for p in problems], llm)
+    for problem, result in zip(problems, results):
+        if as_json:
+            row = {"problem": problem.id, "reference": problem.answer, **dataclasses.asdict(result)}
+            click.echo(json.dumps(row))
+            continue
+        click.echo(f"\n== {problem.id}: {problem.question.strip()[:200]}")
+        if trace:
+            for t in result.trace:
+                out = " ".join(t.output.split())[:160]
+                click.echo(f"   [{t.op}/{t.kind} {t.seconds:.1f}s] -> {out}")
+        click.echo(
+            f"   answer: {(result.answer or '').strip()[:120]!r}  reference: "
+            f"{(problem.answer or '')[:60]!r}"
+        )
+        click.echo(f"   {describe(result)}")
+    correct = sum(r.correct for r in results)
+    unscorable = sum(r.unscorable for r in results)
+    click.echo(
+        f"\n{report.canonical}: {correct}/{len(results)} correct, {unscorable} unscorable, "
+        f"{time.time() - start:.1f} s",
+        err=as_json,
+    )
