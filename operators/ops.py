@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import random
 import re
+import textwrap
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from dsl import OPERATORS
 from operators import prompts
+from operators.checkers import extract_code as _extract_code
 from operators.llm import GenerationRequest, Message
 from operators.state import Ask, OpGen, RunCode, State
 
@@ -94,13 +96,9 @@ def _one(state: State, op: str, text: str, settings: OpSettings) -> OpGen:
     return result.text
 
 
-_FENCE_RE = re.compile(r"```(?:python|py)?\s*\n(.*?)(?:```|$)", re.DOTALL)
-
-
 def extract_code(text: str) -> str:
-    """The first fenced code block of ``text``, or the whole text when there is none."""
-    match = _FENCE_RE.search(text)
-    return (match.group(1) if match else text).strip()
+    """The code in a model answer (see :func:`operators.checkers.extract_code`), stripped."""
+    return _extract_code(text).strip()
 
 
 # --------------------------------------------------------------------------- generators
@@ -218,8 +216,10 @@ def review(state: State, instruction: str | None, settings: OpSettings) -> OpGen
 
 
 def _test_program(code: str, tests: tuple[str, ...]) -> str:
+    """The solution followed by each test in its own try block (multi-line tests indented)."""
     checks = "\n".join(
-        f"try:\n    {t.strip()}\nexcept Exception as e:\n    print('FAIL', {t.strip()!r}, repr(e))"
+        f"try:\n{textwrap.indent(t.strip(), '    ')}\n"
+        f"except BaseException as e:\n    print('FAIL', {t.strip()[:200]!r}, repr(e))"
         for t in tests
     )
     return f"{code}\n\n{checks}\n"

@@ -1,0 +1,86 @@
+"""Shared file helpers for the task loaders: where the data lives and a strict JSONL reader."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+DATA_DIR_ENV = "FLOWGRPO_DATA_DIR"
+
+
+def default_data_dir() -> Path:
+    """The folder holding the benchmark copies (``gsm8k/``, ``mbpp/``).
+
+    ``$FLOWGRPO_DATA_DIR`` when set, else ``<project>/../shared/data`` (the project being the
+    folder that holds ``operators/``; right for the editable install, not for a wheel install).
+    The folder is not checked for existence here.
+    """
+    env = os.environ.get(DATA_DIR_ENV)
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+def resolve_data_file(path: str | os.PathLike, dataset: str) -> Path:
+    """Turn ``path`` into a file path, accepting a bare split name as a short form.
+
+    A path that exists is returned as is. A bare name without a folder (``test`` or
+    ``test.jsonl``) that does not exist in the working folder is looked up as
+    ``<data dir>/<dataset>/<name>.jsonl``. Anything else is returned unchanged, so the caller
+    reports the path the user gave.
+    """
+    given = Path(path)
+    if given.exists() or len(given.parts) != 1:
+        return given
+    name = given.name if given.suffix else f"{given.name}.jsonl"
+    candidate = default_data_dir() / dataset / name
+    return candidate if candidate.exists() else given
+
+
+def iter_jsonl(path: Path, dataset: str, required: tuple[str, ...]) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_index, record)`` for each non-blank line of a JSONL file.
+
+    ``line_index`` is 0-based (the physical line); error messages give 1-based line numbers.
+
+    Raises:
+        FileNotFoundError: the file is missing (the message says where the shared copies are).
+        ValueError: a line is not a JSON object or lacks one of ``required``.
+    """
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{dataset} file not found: {str(path)!r}. The shared copies are in "
+            f"../shared/data/{dataset.lower()} beside the project (currently looked up at "
+            f"{default_data_dir() / dataset.lower()}; set ${DATA_DIR_ENV} to move it). "
+            "Pass the path of an existing JSONL file."
+        )
+    with path.open(encoding="utf-8") as handle:
+        for index, line in enumerate(handle):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(
+                    f"{path}: line {index + 1} is not valid JSON ({exc.msg} at column "
+                    f"{exc.colno}); each line must be one JSON object."
+                ) from None
+            if not isinstance(record, dict):
+                raise ValueError(
+                    f"{path}: line {index + 1} is a JSON {type(record).__name__}, "
+                    "expected an object."
+                )
+            missing = [key for key in required if key not in record]
+            if missing:
+                raise ValueError(
+                    f"{path}: line {index + 1} lacks the key(s) {missing}; a {dataset} record "
+                    f"needs {list(required)} (found {sorted(record)})."
+                )
+            yield index, record
+
+
+def check_limit(limit: int | None) -> None:
+    """Raise ValueError unless ``limit`` is None or a non-negative int."""
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        raise ValueError(f"limit must be None or a non-negative integer, got {limit!r}")
