@@ -1,0 +1,52 @@
+"""Reward components for workflow completions and their combination.
+
+Each component scores the K completions of one problem (a group), one score in [0, 1] per
+sample, NaN where the sample cannot be scored (the executor failed: *unscorable*, never a silent
+0). The trainer calls :func:`score_batch` and gets a :class:`RewardTable`::
+
+    from rewards import RewardSpec, score_batch, weighted_sum
+
+    table = score_batch(problems, completions, group_size=8, spec=RewardSpec(), llm=executor)
+    table.names, table.scores        # ('validity', 'accuracy', 'diversity', 'cost'), [N, 4]
+    rewards = weighted_sum(table.scores, table.weights)   # or GDPO on table.scores
+
+Depends on ``dsl`` and ``operators``; never imports the trainer.
+"""
+
+from rewards.components import (
+    ComponentFn,
+    available_components,
+    get_component,
+    register_component,
+)
+from rewards.history import RecentWorkflows
+from rewards.sample import Sample, make_sample
+from rewards.score import (
+    RewardTable,
+    fill_group_mean,
+    prepare_samples,
+    score_batch,
+    score_samples,
+    weighted_sum,
+)
+from rewards.spec import DEFAULT_WEIGHTS, DIVERSITY_METRICS, RewardOptions, RewardSpec
+
+__all__ = [
+    "DEFAULT_WEIGHTS",
+    "DIVERSITY_METRICS",
+    "ComponentFn",
+    "RecentWorkflows",
+    "RewardOptions",
+    "RewardSpec",
+    "RewardTable",
+    "Sample",
+    "available_components",
+    "fill_group_mean",
+    "get_component",
+    "make_sample",
+    "prepare_samples",
+    "register_component",
+    "score_batch",
+    "score_samples",
+    "weighted_sum",
+]

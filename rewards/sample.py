@@ -1,0 +1,78 @@
+"""One scored unit: a problem, the policy's completion, and what extraction/validation/execution
+made of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dsl import Extraction, Report, extract, validate
+from operators.interpreter import ExecutionResult
+from operators.tasks.base import Problem
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A completion for a problem, with its extraction, validation report and execution.
+
+    Attributes:
+        problem: the problem the completion answers.
+        completion: the raw model output.
+        extraction: where the workflow was found (:func:`dsl.extract`).
+        report: the validation report of the extracted workflow; None on a fallback.
+        execution: the executor's run of the workflow; None when it was not executed (fallback,
+            invalid workflow, or execution switched off).
+    """
+
+    problem: Problem
+    completion: str
+    extraction: Extraction
+    report: Report | None = None
+    execution: ExecutionResult | None = None
+
+    @property
+    def fallback(self) -> bool:
+        """The output holds no workflow (prose)."""
+        return self.extraction.fallback
+
+    @property
+    def syntax_ok(self) -> bool:
+        """A workflow was found and it parses (semantic errors allowed)."""
+        return self.report is not None and self.report.syntax_ok
+
+    @property
+    def valid(self) -> bool:
+        """A workflow was found and validation found no errors (warnings allowed)."""
+        return self.report is not None and self.report.ok
+
+    @property
+    def canonical(self) -> str | None:
+        """The canonical form of the workflow; None on a fallback or a syntax error."""
+        return self.report.canonical if self.report is not None else None
+
+    @property
+    def structure(self) -> str | None:
+        """single, chain, conditional, loop or parallel; None without a parsed workflow."""
+        return self.report.structure if self.report is not None else None
+
+    @property
+    def unscorable(self) -> bool:
+        """The workflow ran but the executor failed (not the same as a wrong answer)."""
+        return self.execution is not None and self.execution.unscorable
+
+
+def make_sample(
+    problem: Problem, completion: str, execution: ExecutionResult | None = None
+) -> Sample:
+    """Extract and validate ``completion`` for ``problem`` (no execution; pass one to attach it).
+
+    For tests, examples and scripts; :func:`rewards.score.prepare_samples` does the same for a
+    batch and executes the valid workflows.
+
+    >>> from operators.tasks.base import Problem
+    >>> s = make_sample(Problem("p/1", "math", "What is 2 + 3?", "5"), "Custom -> Format")
+    >>> s.valid, s.fallback, s.canonical, s.structure
+    (True, False, 'Custom -> Format', 'chain')
+    """
+    extraction = extract(completion)
+    report = None if extraction.fallback else validate(extraction.dsl, domain=problem.domain)
+    return Sample(problem, completion, extraction, report, execution)

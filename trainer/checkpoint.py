@@ -1,0 +1,125 @@
+"""Checkpoints: adapter, optimizer, scheduler, RNG states, step and trainer history.
+
+Written atomically: everything goes into a temporary directory next to the final one, which is
+renamed into place only when complete (``os.replace`` on the same file system), so a ``kill -9``
+at any moment leaves the last good checkpoint usable. ``checkpoint-N/adapter`` loads with
+``PeftModel.from_pretrained(base_model, path)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+_NAME = re.compile(r"^checkpoint-(\d+)$")
+
+
+def rng_state() -> dict:
+    import numpy as np
+    import torch
+
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+
+
+def set_rng_state(state: dict) -> None:
+    import numpy as np
+    import torch
+
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+def save_checkpoint(
+    run_dir: str | Path, step: int, model, optimizer, scheduler, trainer_state: dict, keep: int = 2
+) -> Path:
+    """Write ``run_dir/checkpoint-{step}`` atomically and prune old ones; returns its path."""
+    import torch
+
+    run_dir = Path(run_dir)
+    final = run_dir / f"checkpoint-{step}"
+    tmp = Path(tempfile.mkdtemp(prefix=f".checkpoint-{step}.", dir=run_dir))
+    try:
+        model.save_pretrained(tmp / "adapter")
+        torch.save(
+            {
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                "rng": rng_state(),
+                "step": step,
+                "trainer": trainer_state,
+            },
+            tmp / "trainer_state.pt",
+        )
+        _fsync_dir(tmp)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _fsync_dir(run_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _prune(run_dir, keep)
+    logger.info("saved %s", final)
+    return final
+
+
+def _fsync_dir(path: Path) -> None:
+    for f in path.rglob("*"):
+        if f.is_file():
+            with open(f, "rb") as handle:
+                os.fsync(handle.fileno())
+
+
+def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """Complete checkpoints (renamed into place), oldest first; temporary dirs are ignored."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    found = []
+    for child in run_dir.iterdir():
+        match = _NAME.match(child.name)
+        if match and (child / "trainer_state.pt").is_file() and (child / "adapter").is_dir():
+            found.append((int(match.group(1)), child))
+    return sorted(found)
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    found = list_checkpoints(run_dir)
+    return found[-1][1] if found else None
+
+
+def _prune(run_dir: Path, keep: int) -> None:
+    for _, path in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
+        shutil.rmtree(path, ignore_errors=True)
+    for stale in run_dir.glob(".checkpoint-*"):  # leftovers of a killed save
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def load_checkpoint(path: str | Path, model, optimizer, scheduler) -> dict:
+    """Load adapter weights, optimizer, scheduler and RNG states; returns the trainer state."""
+    import torch
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    adapter_file = path / "adapter" / "adapter_model.safetensors"
+    if not adapter_file.is_file():
+        raise FileNotFoundError(f"{path} is not a complete checkpoint (no {adapter_file.name})")
+    set_peft_model_state_dict(model, load_file(str(adapter_file)))
+    state = torch.load(path / "trainer_state.pt", weights_only=False)
+    optimizer.load_state_dict(state["optimizer"])
+    if scheduler is not None and state["scheduler"] is not None:
+        scheduler.load_state_dict(state["scheduler"])
+    set_rng_state(state["rng"])
+    return {"step": state["step"], **state["trainer"]}

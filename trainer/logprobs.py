@@ -1,0 +1,66 @@
+"""Per-token log-probabilities and entropies of sampled completions under the policy.
+
+Two equivalent ways to score one group (K completions of the same prompt):
+
+* ``shared_prompt``: run the prompt once (batch 1, with gradients, ``use_cache=True``), repeat
+  its KV cache K times and run only the completion tokens against it. The prompt is most of every
+  sequence, so this does far less work than K full sequences; the gradient through the shared
+  prompt is the sum over the K completions, exactly as in the full computation.
+* ``full``: K full sequences (prompt + completion) in one batch. Used with gradient
+  checkpointing (which disables the KV cache in training) and as the reference in tests.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def token_logprobs_entropy(logits_KTV: torch.Tensor, targets_KT: torch.Tensor):
+    """(logp_KT, entropy_KT) from logits; one log_softmax, entropy = -sum p log p."""
+    logp_KTV = torch.log_softmax(logits_KTV.float(), dim=-1)
+    logp_KT = logp_KTV.gather(-1, targets_KT.unsqueeze(-1)).squeeze(-1)
+    entropy_KT = -(logp_KTV.exp() * logp_KTV).sum(-1)
+    return logp_KT, entropy_KT
+
+
+def _completion_logits_shared(model, prompt_P, completion_KT, mask_KT) -> torch.Tensor:
+    k, p = completion_KT.shape[0], prompt_P.shape[0]
+    out = model(input_ids=prompt_P[None], use_cache=True)
+    cache = out.past_key_values
+    cache.batch_repeat_interleave(k)  # [1, H, P, D] -> [K, H, P, D] per layer, differentiable
+    first_logits_K1V = out.logits[:, -1:, :].expand(k, -1, -1)
+    attn_K = torch.cat(
+        [torch.ones(k, p, dtype=mask_KT.dtype, device=mask_KT.device), mask_KT], dim=1
+    )
+    rest = model(
+        input_ids=completion_KT, attention_mask=attn_K, past_key_values=cache, use_cache=True
+    )
+    return torch.cat([first_logits_K1V, rest.logits[:, :-1, :]], dim=1)  # [K, T, V]
+
+
+def _completion_logits_full(model, prompt_P, completion_KT, mask_KT) -> torch.Tensor:
+    k, p = completion_KT.shape[0], prompt_P.shape[0]
+    ids_KL = torch.cat([prompt_P[None].expand(k, -1), completion_KT], dim=1)
+    attn_KL = torch.cat(
+        [torch.ones(k, p, dtype=mask_KT.dtype, device=mask_KT.device), mask_KT], dim=1
+    )
+    logits = model(input_ids=ids_KL, attention_mask=attn_KL, use_cache=False).logits
+    return logits[:, p - 1 : -1, :]  # position i predicts token i + 1
+
+
+def group_logprobs(
+    model,
+    prompt_P: torch.Tensor,
+    completion_KT: torch.Tensor,
+    mask_KT: torch.Tensor,
+    mode: str = "shared_prompt",
+):
+    """(logp_KT, entropy_KT) of the K completions of one prompt (grad mode is the caller's)."""
+    if mode not in ("shared_prompt", "full"):
+        raise ValueError(f"logprob mode must be 'shared_prompt' or 'full', got {mode!r}")
+    device = next(model.parameters()).device
+    prompt_P, completion_KT = prompt_P.to(device), completion_KT.to(device)
+    mask_KT = mask_KT.to(device).long()
+    fn = _completion_logits_shared if mode == "shared_prompt" else _completion_logits_full
+    logits_KTV = fn(model, prompt_P, completion_KT, mask_KT)
+    return token_logprobs_entropy(logits_KTV, completion_KT)

@@ -1,0 +1,130 @@
+"""Per-step metrics: computed from the rollout, the reward table and the update; written as
+one JSON object per optimizer step to ``metrics.jsonl`` (flushed every step), optionally to
+TensorBoard, and summarised on one console line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+
+def rollout_metrics(table, rollout, adv_N, group_stats: dict) -> dict:
+    """Reward, shape and DSL metrics of one rollout (before the update it feeds)."""
+    details = table.details
+    n = len(details)
+    combined = group_stats["combined"]
+    finite = combined[np.isfinite(combined)]
+    lengths = rollout.lengths_N.float()
+    out = {
+        "reward": float(finite.mean()) if finite.size else math.nan,
+        "reward_std": float(group_stats["reward_std"]),
+        "frac_reward_zero_std": float(group_stats["frac_zero_std"]),
+        "fallback_rate": sum(d["fallback"] for d in details) / n,
+        "validity_rate": sum(d["valid"] for d in details) / n,
+        "accuracy": sum(bool(d.get("correct")) for d in details) / n,
+        "unscorable_rate": sum(bool(d.get("unscorable")) for d in details) / n,
+        "distinct_workflows": len({d["canonical"] for d in details if d["canonical"]}),
+        "adv_frac_extreme": float((adv_N.abs() >= 0.99).float().mean()),
+        "adv_abs_mean": float(adv_N.abs().mean()),
+        "completions/mean_length": float(lengths.mean()),
+        "completions/min_length": float(lengths.min()),
+        "completions/max_length": float(lengths.max()),
+        "completions/truncated_rate": float(rollout.truncated_N.float().mean()),
+    }
+    for j, name in enumerate(table.names):
+        col = table.scores[:, j]
+        ok = col[np.isfinite(col)]
+        out[f"rewards/{name}/mean"] = float(ok.mean()) if ok.size else math.nan
+        out[f"rewards/{name}/std"] = float(ok.std()) if ok.size else math.nan
+    valid = [d for d in details if d["valid"]]
+    ops = Counter(op for d in valid for op in set(d.get("operators") or ()))
+    out["operators"] = {op: c / max(len(valid), 1) for op, c in sorted(ops.items())}
+    out["structures"] = dict(Counter(d["structure"] for d in valid if d["structure"]))
+    return out
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN; null means "not available"
+    return value
+
+
+class MetricsWriter:
+    """Appends metrics and samples as JSONL, flushing after each step; TensorBoard optional."""
+
+    def __init__(self, run_dir: str | Path, tensorboard: bool = False):
+        self.run_dir = Path(run_dir)
+        self.metrics = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self.samples = open(self.run_dir / "samples.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self.tb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as exc:
+                raise RuntimeError(
+                    "logging.tensorboard needs the tensorboard package: pip install tensorboard"
+                ) from exc
+            self.tb = SummaryWriter(str(self.run_dir / "tensorboard"))
+
+    def write(self, metrics: dict, samples: list[dict]) -> None:
+        clean = {k: _finite(v) for k, v in metrics.items()}
+        self.metrics.write(json.dumps(clean) + "\n")
+        self.metrics.flush()
+        for row in samples:
+            self.samples.write(json.dumps(row, default=str) + "\n")
+        self.samples.flush()
+        if self.tb is not None:
+            for key, value in metrics.items():
+                if (
+                    isinstance(value, (int, float))
+                    and not isinstance(value, bool)
+                    and math.isfinite(value)
+                ):
+                    self.tb.add_scalar(key, value, metrics["step"])
+            self.tb.flush()
+
+    def close(self) -> None:
+        self.metrics.close()
+        self.samples.close()
+        if self.tb is not None:
+            self.tb.close()
+
+
+def truncate_jsonl(path: Path, max_step: int) -> None:
+    """Drop rows with step > max_step (written after the checkpoint a run resumes from)."""
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            if json.loads(line).get("step", 0) <= max_step:
+                kept.append(line)
+        except ValueError:
+            continue  # torn line of a killed run
+    path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+
+
+def console_line(m: dict) -> str:
+    """One-line step summary."""
+
+    def f(key, fmt="{:.3f}"):
+        v = m.get(key)
+        return (
+            "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else fmt.format(v)
+        )
+
+    return (
+        f"step {m['step']:>4} | reward {f('reward')} ± {f('reward_std')} | valid "
+        f"{f('validity_rate', '{:.2f}')} fallback {f('fallback_rate', '{:.2f}')} acc "
+        f"{f('accuracy', '{:.2f}')} | zero-std {f('frac_reward_zero_std', '{:.2f}')} | "
+        f"H {f('entropy')} | loss {f('loss', '{:.4f}')} gn {f('grad_norm')} | "
+        f"{f('step_time', '{:.1f}')}s"
+    )

@@ -1,0 +1,110 @@
+"""Loading the policy: a causal LM with a LoRA adapter (peft), and helpers around it.
+
+The reference model (for the KL term) and the executor on the CPU default are the same weights
+with the adapter disabled (``model.disable_adapter()``), so no second copy is loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+
+logger = logging.getLogger(__name__)
+
+
+def load_policy(model_cfg, lora_cfg):
+    """(peft model in train mode, tokenizer) from the ``model`` and ``lora`` config sections."""
+
+    from operators.backends.hf import load_hf_model
+
+    model, tokenizer = load_hf_model(
+        model_cfg.name_or_path, gguf_file=model_cfg.gguf_file, dtype=model_cfg.dtype
+    )
+    return wrap_lora(model, lora_cfg, model_cfg.gradient_checkpointing), _pad(tokenizer)
+
+
+def wrap_lora(model, lora_cfg, gradient_checkpointing: bool = False):
+    """Add a fresh LoRA adapter to ``model`` (base weights frozen)."""
+    from peft import LoraConfig, get_peft_model
+
+    targets = list(lora_cfg.target_modules)
+    config = LoraConfig(
+        r=lora_cfg.r,
+        lora_alpha=lora_cfg.alpha,
+        lora_dropout=lora_cfg.dropout,
+        target_modules=targets,
+        task_type="CAUSAL_LM",
+        bias="none",
+    )
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.enable_input_require_grads()
+    peft_model = get_peft_model(model, config)
+    peft_model.train()
+    trainable, total = count_parameters(peft_model)
+    logger.info(
+        "LoRA r=%d on %s: %d trainable of %d parameters (%.2f%%)",
+        lora_cfg.r,
+        ",".join(targets),
+        trainable,
+        total,
+        100 * trainable / max(total, 1),
+    )
+    return peft_model
+
+
+def _pad(tokenizer):
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def count_parameters(model) -> tuple[int, int]:
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return trainable, sum(p.numel() for p in model.parameters())
+
+
+def trainable_state(model) -> dict:
+    """Names -> tensors of the trainable (LoRA) parameters."""
+    return {n: p for n, p in model.named_parameters() if p.requires_grad}
+
+
+@contextlib.contextmanager
+def merged_adapter(model, enabled: bool = True) -> Iterator[None]:
+    """Generate on merged LoRA weights (faster than the unmerged adapter), unmerge afterwards.
+
+    The merge is undone before anything else uses the model (the executor with the adapter
+    disabled, the training forward). ``W + BA - BA`` is not exactly ``W`` in floating point (and
+    far from it in bf16), so the base weights of the adapted layers are stashed before the merge
+    and copied back afterwards: they are bit-identical after every step.
+    """
+    import torch
+
+    can_merge = enabled and hasattr(model, "merge_adapter")
+    stash = {}
+    if can_merge:
+        with torch.no_grad():
+            stash = {
+                n: p.detach().clone() for n, p in model.named_parameters() if ".base_layer." in n
+            }
+        model.merge_adapter()
+    try:
+        yield
+    finally:
+        if can_merge:
+            model.unmerge_adapter()
+            params = dict(model.named_parameters())
+            with torch.no_grad():
+                for name, saved in stash.items():
+                    params[name].copy_(saved)
+
+
+@contextlib.contextmanager
+def adapter_disabled(model) -> Iterator[None]:
+    """The reference / executor model: the policy's base weights with the adapter off."""
+    if hasattr(model, "disable_adapter"):
+        with model.disable_adapter():
+            yield
+    else:
+        yield

@@ -1,0 +1,196 @@
+"""Rollouts: B problems per step, K sampled completions each, in one ``generate`` call.
+
+Generation runs on merged LoRA weights (no per-token adapter matmuls), under ``no_grad`` and in
+eval mode; completions are kept as token ids (no re-tokenisation of decoded text, so the
+training forward scores exactly the sampled tokens).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from operators.tasks.base import Problem
+from trainer.policy import merged_adapter
+from trainer.prompt import render_prompt
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Rollout:
+    """One step's samples. N = B * K; groups are consecutive blocks of K rows.
+
+    Attributes:
+        problems: the B problems, one per group.
+        group_size: K.
+        prompt_ids: B tensors [P_b] of prompt token ids (no padding).
+        completion_ids_NT: [N, T] sampled tokens, right-padded with the pad id.
+        mask_NT: [N, T] 1.0 for completion tokens up to and including the first EOS.
+        truncated_N: [N] bool, True when no EOS was produced within max_new_tokens.
+        texts: N decoded completions (special tokens removed).
+        seconds: wall time of generation.
+    """
+
+    problems: list[Problem]
+    group_size: int
+    prompt_ids: list
+    completion_ids_NT: object
+    mask_NT: object
+    truncated_N: object
+    texts: list[str]
+    seconds: float
+
+    @property
+    def lengths_N(self):
+        return self.mask_NT.sum(dim=1)
+
+    def select_groups(self, keep: Sequence[int]) -> Rollout:
+        """The rollout restricted to the groups in ``keep`` (dynamic sampling)."""
+        import torch
+
+        k = self.group_size
+        rows = torch.tensor([g * k + j for g in keep for j in range(k)], dtype=torch.long)
+        return Rollout(
+            [self.problems[g] for g in keep],
+            k,
+            [self.prompt_ids[g] for g in keep],
+            self.completion_ids_NT[rows],
+            self.mask_NT[rows],
+            self.truncated_N[rows],
+            [self.texts[int(r)] for r in rows],
+            self.seconds,
+        )
+
+
+def completion_mask(completion_ids_NT, eos_ids: Sequence[int]):
+    """(mask_NT, truncated_N): tokens up to and including the first EOS; rows with no EOS."""
+    import torch
+
+    is_eos_NT = torch.zeros_like(completion_ids_NT, dtype=torch.bool)
+    for eos in eos_ids:
+        is_eos_NT |= completion_ids_NT == eos
+    seen_before_NT = (is_eos_NT.cumsum(dim=1) - is_eos_NT.long()) > 0  # an EOS strictly earlier
+    mask_NT = (~seen_before_NT).float()
+    truncated_N = ~is_eos_NT.any(dim=1)
+    return mask_NT, truncated_N
+
+
+def _eos_ids(model, tokenizer) -> list[int]:
+    ids = getattr(model.generation_config, "eos_token_id", None) or tokenizer.eos_token_id
+    ids = ids if isinstance(ids, list) else [ids]
+    return [int(i) for i in ids if i is not None]
+
+
+def generate_rollout(
+    model,
+    tokenizer,
+    problems: Sequence[Problem],
+    group_size: int,
+    temperature: float,
+    top_p: float,
+    max_new_tokens: int,
+    merge: bool = True,
+) -> Rollout:
+    """Sample ``group_size`` completions for each problem in one batched ``generate`` call."""
+    import torch
+
+    start = time.perf_counter()
+    texts = [render_prompt(p, tokenizer) for p in problems]
+    prompt_ids = [torch.tensor(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    side, tokenizer.padding_side = tokenizer.padding_side, "left"
+    try:
+        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    finally:
+        tokenizer.padding_side = side
+    device = next(model.parameters()).device
+    eos = _eos_ids(model, tokenizer)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), merged_adapter(model, merge):
+            out = model.generate(
+                input_ids=enc["input_ids"].to(device),
+                attention_mask=enc["attention_mask"].to(device),
+                do_sample=True,
+                temperature=temperature,
+                top_p=top_p,
+                top_k=0,
+                max_new_tokens=max_new_tokens,
+                num_return_sequences=group_size,
+                pad_token_id=tokenizer.pad_token_id,
+                eos_token_id=eos,
+            )
+    finally:
+        model.train(was_training)
+    completion_ids_NT = out[:, enc["input_ids"].shape[1] :].cpu()
+    if completion_ids_NT.shape[1] == 0:  # nothing generated at all
+        completion_ids_NT = torch.full((len(out), 1), eos[0], dtype=torch.long)
+    mask_NT, truncated_N = completion_mask(completion_ids_NT, eos)
+    completion_ids_NT = completion_ids_NT.masked_fill(mask_NT == 0, tokenizer.pad_token_id)
+    decoded = tokenizer.batch_decode(completion_ids_NT, skip_special_tokens=True)
+    return Rollout(
+        list(problems),
+        group_size,
+        prompt_ids,
+        completion_ids_NT,
+        mask_NT,
+        truncated_N,
+        decoded,
+        time.perf_counter() - start,
+    )
+
+
+class ProblemSampler:
+    """Draws B problems per step from a pool: seeded shuffled epochs, no repeats within one."""
+
+    def __init__(self, problems: Sequence[Problem], seed: int = 0):
+        if not problems:
+            raise ValueError("the training task has no problems; check rollout.task")
+        self.problems = list(problems)
+        self.rng = random.Random(seed)
+        self.order: list[int] = []
+
+    def draw(self, n: int) -> list[Problem]:
+        out = []
+        while len(out) < n:
+            if not self.order:
+                self.order = list(range(len(self.problems)))
+                self.rng.shuffle(self.order)
+            out.append(self.problems[self.order.pop()])
+        return out
+
+    def state_dict(self) -> dict:
+        return {"rng": self.rng.getstate(), "order": list(self.order)}
+
+    def load_state_dict(self, state: dict) -> None:
+        rng_state = state["rng"]
+        self.rng.setstate((rng_state[0], tuple(rng_state[1]), rng_state[2]))
+        self.order = list(state["order"])
+
+
+def concat_rollouts(parts: Sequence[Rollout]) -> Rollout:
+    """One rollout from several (groups in order); completions re-padded to the longest."""
+    import torch
+
+    if len(parts) == 1:
+        return parts[0]
+    width = max(p.completion_ids_NT.shape[1] for p in parts)
+
+    def pad(x, value):
+        return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=value)
+
+    pad_id = 0  # any id: padded positions are masked in attention and in the loss
+    return Rollout(
+        [q for p in parts for q in p.problems],
+        parts[0].group_size,
+        [ids for p in parts for ids in p.prompt_ids],
+        torch.cat([pad(p.completion_ids_NT, pad_id) for p in parts]),
+        torch.cat([pad(p.mask_NT, 0.0) for p in parts]),
+        torch.cat([p.truncated_N for p in parts]),
+        [t for p in parts for t in p.texts],
+        sum(p.seconds for p in parts),
+    )

@@ -1,0 +1,111 @@
+"""Building the pieces a run needs from its config (policy, optimizer, problems, executor...).
+
+Every function turns a bad setting into a clear error naming the field.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+def policy(cfg, model=None, tokenizer=None, device=None):
+    """(LoRA-wrapped policy on ``device``, tokenizer): given, tiny-random, or loaded."""
+    import torch
+    from accelerate.utils import set_seed
+
+    from trainer.policy import _pad, load_policy, wrap_lora
+    from trainer.tiny import TINY_NAME, build_tiny_model
+
+    set_seed(cfg.optim.seed)  # identical LoRA initialisation on every rank
+    if model is None and cfg.model.name_or_path == TINY_NAME:
+        model, tokenizer = build_tiny_model(seed=cfg.optim.seed)
+    if model is not None:
+        if tokenizer is None:
+            raise ValueError("a model was passed without its tokenizer")
+        peft_model = wrap_lora(model, cfg.lora, cfg.model.gradient_checkpointing)
+        tokenizer = _pad(tokenizer)
+    else:
+        peft_model, tokenizer = load_policy(cfg.model, cfg.lora)
+    if device is not None:
+        peft_model.to(device)
+    peft_model.train()
+    torch.manual_seed(cfg.rollout.seed)
+    return peft_model, tokenizer
+
+
+def optimizer(cfg, model):
+    """AdamW over the LoRA parameters and a warmup + constant/cosine LR schedule."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+    warmup = cfg.optim.warmup_steps
+    total = max(cfg.optim.max_steps * cfg.algorithm.num_iterations, 1)
+
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        if cfg.optim.scheduler == "cosine":
+            progress = min((step - warmup) / max(total - warmup, 1), 1.0)
+            return 0.5 * (1 + math.cos(math.pi * progress))
+        return 1.0
+
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+def sampler(cfg, rank: int):
+    """The training problems (train split) and a seeded sampler (offset per rank)."""
+    from operators.tasks import load_task
+    from trainer.rollout import ProblemSampler
+
+    problems = load_task(
+        cfg.rollout.task, n=cfg.rollout.train_size, seed=cfg.rollout.seed, split="train"
+    )
+    return ProblemSampler(problems, seed=cfg.rollout.seed + 1000 * rank)
+
+
+def executor(cfg, model, tokenizer, given=None):
+    """(executor backend, interpreter limits) for ``rollout.executor``."""
+    from operators.backends import make_backend
+    from operators.interpreter import Limits
+
+    r = cfg.rollout
+    limits = Limits(max_llm_calls=r.executor_max_calls, max_seconds=r.executor_max_seconds)
+    if given is not None or not r.execute:
+        return given, limits
+    if r.executor == "shared":
+        from operators.backends.hf import HFBackend
+
+        name = getattr(model.config, "name_or_path", None) or cfg.model.name_or_path
+        return HFBackend(
+            model,
+            tokenizer,
+            max_new_tokens=r.executor_max_new_tokens,
+            disable_adapter=True,
+            name=f"shared:{name}",
+        ), limits
+    if r.executor == "openai":
+        kwargs = {"base_url": r.executor_base_url, "max_new_tokens": r.executor_max_new_tokens}
+        if r.executor_model != "default":
+            kwargs["model"] = r.executor_model
+        return make_backend("openai", **kwargs), limits
+    return make_backend(
+        "hf", name_or_path=r.executor_model, max_new_tokens=r.executor_max_new_tokens
+    ), limits
+
+
+def cache(cfg, run_dir: Path):
+    from operators.cache import ExecutionCache
+
+    path = cfg.rollout.cache_path
+    return ExecutionCache(run_dir / path if path else None)
+
+
+def writer(cfg, run_dir: Path, main_process: bool):
+    from trainer.metrics import MetricsWriter
+
+    return MetricsWriter(run_dir, cfg.logging.tensorboard) if main_process else None
