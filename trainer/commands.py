@@ -86,3 +86,78 @@ def run_workflow_command(
         f"{time.time() - start:.1f} s",
         err=as_json,
     )
+
+
+def _resolve_config(config_path, overrides, max_steps, output_dir):
+    from trainer.config import ConfigError, load_config
+
+    extra = list(overrides)
+    if max_steps:
+        extra.append(f"optim.max_steps={max_steps}")
+    if output_dir:
+        extra.append(f"logging.output_dir={output_dir}")
+    try:
+        return load_config(config_path, tuple(extra))
+    except ConfigError as exc:
+        _fail(f"bad config: {exc}")
+
+
+def _console_logging() -> None:
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)  # library deprecation chatter
+
+    from tqdm.contrib.logging import _TqdmLoggingHandler
+
+    handler = _TqdmLoggingHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    for name in ("trainer", "operators", "rewards"):
+        log = logging.getLogger(name)
+        log.setLevel(logging.INFO)
+        log.addHandler(handler)
+        log.propagate = False
+
+
+def train_command(config_path, overrides, max_steps, output_dir, resume, dry_run) -> None:
+    import yaml
+
+    from trainer.config import to_dict
+
+    cfg = _resolve_config(config_path, overrides, max_steps, output_dir)
+    if dry_run:
+        from trainer.estimate import estimate
+
+        click.echo(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+        click.echo("memory estimate (not a measurement):")
+        click.echo(yaml.safe_dump(estimate(cfg), sort_keys=False))
+        return
+    _console_logging()
+    from tqdm import tqdm
+
+    from trainer.loop import Trainer
+    from trainer.metrics import console_line
+
+    click.echo(f"run directory: {cfg.logging.output_dir}")
+    click.echo(f"loading model {cfg.model.name_or_path!r} ...")
+    try:
+        trainer = Trainer(cfg, resume=resume)
+    except (ValueError, FileNotFoundError, OSError, ImportError) as exc:
+        _fail(str(exc))
+    bar = tqdm(total=cfg.optim.max_steps, initial=trainer.step, desc="train", unit="step")
+
+    def on_step(metrics: dict) -> None:
+        bar.update(1)
+        tqdm.write(console_line(metrics))
+
+    trainer.on_step = on_step
+    result = trainer.train()
+    bar.close()
+    click.echo(
+        f"done: {result.steps} steps; run directory {result.run_dir}; last checkpoint "
+        f"{result.checkpoint}"
+    )
+    click.echo(f"next: flowgrpo diagnose {result.run_dir}  |  flowgrpo analyze {result.run_dir}")
+    if result.stop_reason:
+        click.echo(result.stop_reason, err=True)
+    sys.exit(result.exit_code)

@@ -14,13 +14,7 @@ from __future__ import annotations
 
 import torch
 
-
-def token_logprobs_entropy(logits_KTV: torch.Tensor, targets_KT: torch.Tensor):
-    """(logp_KT, entropy_KT) from logits; one log_softmax, entropy = -sum p log p."""
-    logp_KTV = torch.log_softmax(logits_KTV.float(), dim=-1)
-    logp_KT = logp_KTV.gather(-1, targets_KT.unsqueeze(-1)).squeeze(-1)
-    entropy_KT = -(logp_KTV.exp() * logp_KTV).sum(-1)
-    return logp_KT, entropy_KT
+from trainer.losses import token_logprobs_and_entropy
 
 
 def _completion_logits_shared(model, prompt_P, completion_KT, mask_KT) -> torch.Tensor:
@@ -63,4 +57,4 @@ def group_logprobs(
     mask_KT = mask_KT.to(device).long()
     fn = _completion_logits_shared if mode == "shared_prompt" else _completion_logits_full
     logits_KTV = fn(model, prompt_P, completion_KT, mask_KT)
-    return token_logprobs_entropy(logits_KTV, completion_KT)
+    return token_logprobs_and_entropy(logits_KTV, completion_KT)

@@ -116,8 +116,8 @@ class Trainer:
                 every = cfg.logging.save_every
                 if every and self.step % every == 0 and self.step < cfg.optim.max_steps:
                     checkpoint = self._save()
-                if self.monitor.should_stop:
-                    stop_reason = self.monitor.stop_reason
+                if self._any_rank(self.monitor.should_stop):
+                    stop_reason = self.monitor.stop_reason or "another process stopped on an alert"
                     break
             checkpoint = self._save()
         finally:
@@ -125,6 +125,20 @@ class Trainer:
                 self.writer.close()
         code = EXIT_CODE_ALERT_STOP if stop_reason else 0
         return TrainResult(self.step, self.run_dir, checkpoint, code, stop_reason)
+
+    def _mean_over_ranks(self, value: float) -> float:
+        import torch
+
+        t = torch.tensor([float(value)], device=self.accelerator.device)
+        return float(self.accelerator.reduce(t, reduction="mean"))
+
+    def _any_rank(self, flag: bool) -> bool:
+        if self.world == 1:
+            return bool(flag)
+        import torch
+
+        t = torch.tensor([1.0 if flag else 0.0], device=self.accelerator.device)
+        return float(self.accelerator.reduce(t, reduction="sum")) > 0
 
     def _save(self):
         from trainer.checkpoint import save_checkpoint
@@ -153,9 +167,24 @@ class Trainer:
         start = time.perf_counter()
         scored = step_mod.rollout_and_score(self)
         metrics = {"step": self.step, **scored.metrics}
+        if self.world > 1:  # every rank decides on the same, global rates
+            for key in ("fallback_rate", "validity_rate"):
+                metrics[key] = self._mean_over_ranks(metrics[key])
         rollback = step_mod.maybe_rollback(self, metrics)
-        if rollback or scored.train is None:
-            metrics.update(loss=0.0, grad_norm=0.0, skipped_update=True, rollback=rollback)
+        if not rollback:
+            scored = step_mod.select_training_groups(self, scored)
+            metrics.update(
+                kept_groups=scored.metrics["kept_groups"],
+                resampled_groups=scored.metrics["resampled_groups"],
+            )
+        if rollback or (scored.train is None and self.world == 1):
+            metrics.update(
+                loss=0.0,
+                grad_norm=0.0,
+                skipped_update=True,
+                rollback=rollback,
+                entropy=step_mod.rollout_entropy(self, scored.rollout),
+            )
         else:
             if self.config.health.guard == "rollback":
                 from trainer.guard import take_snapshot
@@ -166,6 +195,8 @@ class Trainer:
             )
         elapsed = time.perf_counter() - start
         tokens = float(scored.train_tokens)
+        metrics.setdefault("kl", None)  # null: not computed (beta = 0); see algorithm.loss.beta
+        metrics.setdefault("collapse", None)
         metrics.update(
             step_time=elapsed,
             tokens_per_s=tokens / max(elapsed, 1e-9),

@@ -28,6 +28,9 @@ class Scored:
     train: UpdateInputs | None
     samples: list[dict]
     train_tokens: int
+    rollout: object = None
+    table: object = None
+    adv_N: torch.Tensor | None = None
 
 
 def _sample_and_score(trainer, problems):
@@ -73,20 +76,13 @@ def _informative_groups(adv_N: torch.Tensor, k: int) -> list[int]:
 
 
 def rollout_and_score(trainer) -> Scored:
-    """Sample, score and pick the groups to train on (dynamic sampling, DAPO arXiv 2503.14476).
-
-    Metrics describe the first rollout (the policy as it is); groups with all-zero advantages
-    are dropped and, within ``max_resample_rounds``, replaced by groups of fresh problems.
-    Advantages are recomputed over the final batch (exact for the batch-normalising
-    estimators).
-    """
+    """Sample and score this step's rollout; metrics describe the policy as it is."""
     r = trainer.config.rollout
-    k = r.num_generations
     problems = trainer.sampler.draw(r.problems_per_step)
     rollout, table, score_time = _sample_and_score(trainer, problems)
     adv_N = _advantages(trainer, table.scores, table.weights)
     combined = combine_rewards(torch.as_tensor(table.scores), torch.as_tensor(table.weights))
-    stats = group_stats(combined, k)
+    stats = group_stats(combined, r.num_generations)
     metrics = rollout_metrics(table, rollout, adv_N, {**stats, "combined": combined.numpy()})
     cache = trainer.cache.stats() if trainer.cache else {}
     metrics.update(
@@ -97,19 +93,33 @@ def rollout_and_score(trainer) -> Scored:
     samples = _sample_rows(
         trainer.step, rollout, table, adv_N, combined, trainer.config.logging.samples_per_step
     )
+    return Scored(metrics, None, samples, int(rollout.mask_NT.sum()), rollout, table, adv_N)
+
+
+def select_training_groups(trainer, scored: Scored) -> Scored:
+    """Pick the groups to train on (dynamic sampling, DAPO arXiv 2503.14476).
+
+    Groups whose advantages are all zero are dropped and, within ``max_resample_rounds``,
+    replaced by groups of fresh problems. Advantages are recomputed over the final batch (exact
+    for the batch-normalising estimators). Fills ``scored.train`` (None: nothing to learn).
+    """
+    r = trainer.config.rollout
+    k, rollout, table = r.num_generations, scored.rollout, scored.table
     if r.dynamic_sampling:
-        keep = _informative_groups(adv_N, k)
+        keep = _informative_groups(scored.adv_N, k)
     else:
         keep = list(range(len(rollout.problems)))
     kept = [(rollout.select_groups(keep), table.scores[_rows(keep, k)])] if keep else []
     extra_tokens, resampled = _resample(trainer, kept, len(rollout.problems) - len(keep))
-    metrics.update(kept_groups=sum(len(p[0].problems) for p in kept), resampled_groups=resampled)
-    tokens = int(rollout.mask_NT.sum()) + extra_tokens
-    if not kept:
-        return Scored(metrics, None, samples, tokens)
-    final = concat_rollouts([p[0] for p in kept])
-    train_adv = _advantages(trainer, np.concatenate([p[1] for p in kept]), table.weights)
-    return Scored(metrics, UpdateInputs(final, train_adv), samples, tokens)
+    scored.metrics.update(
+        kept_groups=sum(len(p[0].problems) for p in kept), resampled_groups=resampled
+    )
+    scored.train_tokens += extra_tokens
+    if kept:
+        final = concat_rollouts([p[0] for p in kept])
+        train_adv = _advantages(trainer, np.concatenate([p[1] for p in kept]), table.weights)
+        scored.train = UpdateInputs(final, train_adv)
+    return scored
 
 
 def _resample(trainer, kept: list, missing: int) -> tuple[int, int]:
@@ -168,31 +178,26 @@ def _sample_rows(step, rollout, table, adv_N, combined, limit: int) -> list[dict
 def maybe_rollback(trainer, metrics: dict) -> bool:
     """Compare this rollout with the one before the last update; undo the update on collapse.
 
-    Returns True when the update was rolled back (the step then trains on nothing: this
-    rollout came from the collapsed policy).
+    The same rule as the ``update_collapse`` health check and ``flowgrpo diagnose``
+    (:func:`trainer.collapse.collapse_at`). Returns True when the update was rolled back (the
+    step then trains on nothing: this rollout came from the collapsed policy).
     """
-    from trainer.collapse import baseline_index, compare_rollouts, rates_of
+    from trainer.collapse import collapse_at
     from trainer.guard import restore_snapshot
 
     health = trainer.config.health
     if health.guard == "off":
         return False
     history = trainer.monitor.history
-    j = baseline_index([*history, metrics], len(history))
-    now = rates_of(metrics)
-    if j is None or now is None:
-        return False
-    before = rates_of(history[j])
-    reason = compare_rollouts(
-        before[0],
-        before[1],
-        now[0],
-        now[1],
+    event = collapse_at(
+        [*history, metrics],
+        len(history),
         health.collapse_fallback_jump,
         health.collapse_validity_drop,
     )
-    if reason is None:
+    if event is None:
         return False
+    metrics["collapse"] = event.to_dict()
     if health.guard != "rollback" or trainer.snapshot is None:
         return False
     restore_snapshot(
@@ -205,11 +210,30 @@ def maybe_rollback(trainer, metrics: dict) -> bool:
     logger.warning(
         "step %d: update -> collapse (%s): rolled back to the weights before step %s's update",
         metrics["step"],
-        reason,
+        event.reason,
         trainer.snapshot.step,
     )
     trainer.snapshot = None
     return True
+
+
+@torch.no_grad()
+def rollout_entropy(trainer, rollout) -> float:
+    """Mean token entropy of the policy on a rollout it did not train on (no update this step:
+    entropy is still logged, the signal the zero-variance deadlock hides)."""
+    from trainer.logprobs import group_logprobs
+
+    total = count = 0.0
+    k = rollout.group_size
+    for g, prompt in enumerate(rollout.prompt_ids):
+        rows = slice(g * k, (g + 1) * k)
+        mask_KT = rollout.mask_NT[rows]
+        _, entropy_KT = group_logprobs(
+            trainer.model, prompt, rollout.completion_ids_NT[rows], mask_KT, _mode(trainer.config)
+        )
+        total += float((entropy_KT.cpu() * mask_KT).sum())
+        count += float(mask_KT.sum())
+    return total / max(count, 1.0)
 
 
 def update(trainer, inputs: UpdateInputs) -> dict:

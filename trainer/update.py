@@ -74,7 +74,9 @@ def _fixed_logprobs(model, rollout, mode: str, reference: bool) -> list[torch.Te
     return out
 
 
-def _backward_groups(model, inputs: UpdateInputs, loss_cfg, mode, old, ref) -> dict:
+def _backward_groups(model, inputs: UpdateInputs | None, loss_cfg, mode, old, ref) -> dict:
+    if inputs is None:  # nothing to learn on this rank; still joins the gradient all-reduce
+        return {"loss": 0.0}
     rollout, sums = inputs.rollout, {"loss": 0.0}
     shares = _shares(rollout, loss_cfg)
     device = next(model.parameters()).device
@@ -132,10 +134,17 @@ def policy_update(
     max_grad_norm: float = 1.0,
     world_size: int = 1,
 ) -> dict:
-    """Run μ = ``num_iterations`` optimizer steps on one rollout; returns the step metrics."""
+    """Run μ = ``num_iterations`` optimizer steps on one rollout; returns the step metrics.
+
+    ``inputs=None`` (a rank with no informative group under multiple processes) contributes zero
+    gradients, so every rank takes the same optimizer steps and the adapters stay identical.
+    """
     params = [p for p in model.parameters() if p.requires_grad]
-    old = _fixed_logprobs(model, inputs.rollout, mode, False) if num_iterations > 1 else None
-    ref = _fixed_logprobs(model, inputs.rollout, mode, True) if loss_cfg.beta > 0 else None
+    old = ref = None
+    if inputs is not None and num_iterations > 1:
+        old = _fixed_logprobs(model, inputs.rollout, mode, False)
+    if inputs is not None and loss_cfg.beta > 0:
+        ref = _fixed_logprobs(model, inputs.rollout, mode, True)
     out: dict = {"skipped_updates": 0}
     for _ in range(num_iterations):
         optimizer.zero_grad(set_to_none=True)

@@ -241,6 +241,10 @@ def test_test_operator_handles_multi_line_tests_like_humaneval():
     check_fn = "def check(candidate):\n    assert candidate(2, 3) == 5\n\ncheck(add)"
     problem = Problem("c/2", "code", "Write add(a, b).", None, tests=(check_fn,), entry_point="add")
     llm = script({"Write the Python function": "```python\ndef add(a, b):\n    return a + b\n```"})
-    result = run_workflow("CustomCodeGenerate -> Test ? Revise : done", problem, llm,
-                          check=lambda p, a: Verdict(True, 1.0))
+    result = run_workflow(
+        "CustomCodeGenerate -> Test ? Revise : done",
+        problem,
+        llm,
+        check=lambda p, a: Verdict(True, 1.0),
+    )
     assert [t.op for t in result.trace] == ["CustomCodeGenerate", "Test"], "tests passed first time"

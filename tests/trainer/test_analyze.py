@@ -1,0 +1,144 @@
+"""`analyze`: counts on a hand-made sample file, trends, other field names, JSON and PNG output."""
+
+import json
+
+import pytest
+
+from trainer.analyze import analyze_samples, format_analyze, plot_analyze, report_to_json
+from trainer.diagnose import read_jsonl
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+# (step, completion): 8 valid (4 distinct), 2 invalid (1 syntax error), 2 fallbacks
+SAMPLES = [
+    (1, "Custom->Programmer"),
+    (1, "Sure!\n```\nCustom -> Programmer\n```"),
+    (1, "Workflow: Custom -> Programmer"),
+    (1, "### Step 1: Analyze the problem\nThe answer is 4."),
+    (1, "Revise -> ScEnsemble"),
+    (1, "Custom -> Review ? Revise : done"),
+    (2, "Custom -> Review ? Revise : done"),
+    (2, "[Custom, Custom, Programmer] -> ScEnsemble"),
+    (2, "(AnswerGenerate -> Review ? Revise : done) * 2"),
+    (2, "Custom -> Review ? Revise"),
+    (2, "I think we should just compute it directly."),
+    (2, "Custom -> Programmer"),
+]
+
+
+@pytest.fixture
+def sample_file(tmp_path):
+    rows = [
+        # a wrong precomputed canonical form: analyze must recompute, not trust it
+        {"step": s, "problem_id": f"p{i}", "completion": c, "canonical": "Custom", "valid": True}
+        for i, (s, c) in enumerate(SAMPLES)
+    ]
+    rows.append({"step": 2, "problem_id": "no-text"})  # no completion field: skipped
+    path = tmp_path / "samples.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n" + '{"step": 3, "compl')
+    return path
+
+
+def test_counts_on_a_hand_made_sample_file(sample_file):
+    report = analyze_samples(read_jsonl(sample_file))
+    assert (report.total, report.skipped) == (12, 1)
+    assert (report.valid, report.invalid, report.syntax_errors, report.fallback) == (8, 2, 1, 2)
+    assert report.distinct == 4
+    assert [(c.name, c.count) for c in report.top] == [
+        ("Custom -> Programmer", 4),
+        ("Custom -> Review ? Revise : done", 2),
+        ("(AnswerGenerate -> Review ? Revise : done) * 2", 1),
+        ("[Custom, Custom, Programmer] -> ScEnsemble", 1),
+    ]
+    assert report.top[0].share == 0.5  # share of the valid workflows
+    operators = {c.name: (c.count, c.share) for c in report.operators}
+    assert operators["Custom"] == (7, 7 / 8)  # workflows using it, not occurrences (3 in one)
+    assert operators["Programmer"] == (5, 5 / 8) and operators["Review"] == (3, 3 / 8)
+    assert operators["Test"] == (0, 0.0) and report.operators[0].name == "Custom"
+    kinds = {c.name: c.count for c in report.structures}
+    assert kinds == {"single": 0, "chain": 4, "conditional": 2, "loop": 1, "parallel": 1}
+    occurrences = {c.name: c.count for c in report.occurrences}
+    assert occurrences["conditional"] == 3 and occurrences["chain"] == 8
+    assert occurrences["loop"] == 1 and occurrences["instruction"] == 0
+
+
+def test_trends_per_step_and_per_window(sample_file):
+    rows = read_jsonl(sample_file)
+    report = analyze_samples(rows)
+    assert report.trend_by == "step"
+    assert [(p.label, p.total, p.valid, p.fallback, p.distinct) for p in report.trends] == [
+        ("1", 6, 4, 1, 2),
+        ("2", 6, 4, 1, 4),
+    ]
+    windows = analyze_samples(rows, window=5)
+    assert windows.trend_by == "window of 5 rows"
+    assert [(p.label, p.total) for p in windows.trends] == [
+        ("rows 1-5", 5),
+        ("rows 6-10", 5),
+        ("rows 11-12", 2),
+    ]
+    no_steps = analyze_samples([{"completion": c} for _, c in SAMPLES])
+    assert no_steps.trend_by == "window of 2 rows" and len(no_steps.trends) == 6
+
+
+def test_other_field_names_and_chat_message_lists():
+    rows = [
+        {"output": "Custom -> Format"},
+        {"output": [{"role": "assistant", "content": "Workflow: Custom -> Format"}]},
+        {"output": 42},
+    ]
+    report = analyze_samples(rows, field="output")
+    assert (report.total, report.valid, report.skipped, report.distinct) == (2, 2, 1, 1)
+    with pytest.raises(ValueError, match=r"no row has a text field 'completion'.*output"):
+        analyze_samples(rows)
+
+
+def test_top_limits_the_list_and_bad_arguments_are_rejected(sample_file):
+    rows = read_jsonl(sample_file)
+    assert len(analyze_samples(rows, top=2).top) == 2
+    with pytest.raises(ValueError, match="top"):
+        analyze_samples(rows, top=0)
+    with pytest.raises(ValueError, match="window"):
+        analyze_samples(rows, window=0)
+    with pytest.raises(ValueError, match="row 2"):
+        analyze_samples([{"completion": "Custom"}, "Custom"])
+
+
+def test_domain_restricts_the_allowed_operators(sample_file):
+    report = analyze_samples(read_jsonl(sample_file), domain="code")
+    # Programmer and AnswerGenerate are not code operators; only the conditional ones remain
+    assert report.valid == 2 and report.distinct == 1
+
+
+def test_console_table_and_json(sample_file):
+    report = analyze_samples(read_jsonl(sample_file))
+    text = format_analyze(report)
+    assert "12 outputs (field 'completion'); 1 row(s) without that field skipped" in text
+    assert "valid         8  66.7%" in text and "fallback      2  16.7%" in text
+    assert "(1 do not parse)" in text
+    assert "4  50.0%  Custom -> Programmer" in text
+    assert "distinct canonical workflows among the valid: 4" in text
+    assert "Trend per step:" in text
+    data = json.loads(json.dumps(report_to_json(report)))
+    assert data["valid"] == 8 and data["fallback_share"] == pytest.approx(2 / 12)
+    assert data["top"][0] == {"name": "Custom -> Programmer", "count": 4, "share": 0.5}
+    assert data["trends"][1]["valid_share"] == pytest.approx(4 / 6)
+
+
+def test_long_trends_are_thinned_on_the_console_only():
+    rows = [{"step": s, "completion": "Custom"} for s in range(100)]
+    report = analyze_samples(rows)
+    text = format_analyze(report, max_trend_rows=5)
+    assert "(5 of 100 shown; --json has all)" in text
+    assert len(report_to_json(report)["trends"]) == 100
+
+
+def test_bar_charts_are_png_files(sample_file, tmp_path):
+    report = analyze_samples(read_jsonl(sample_file))
+    paths = plot_analyze(report, tmp_path / "charts")
+    names = sorted(p.name for p in paths)
+    assert names == ["operators.png", "structures.png", "top_workflows.png", "trends.png"]
+    for path in paths:
+        assert path.read_bytes().startswith(PNG)
+    nothing_valid = analyze_samples([{"completion": "just prose here"}])
+    assert plot_analyze(nothing_valid, tmp_path / "empty") == []

@@ -1,0 +1,77 @@
+"""Config: defaults, YAML + --set, unknown keys and bad values name the field and the fix."""
+
+import pytest
+
+from trainer.config import ConfigError, TrainConfig, from_dict, load_config, save_config, to_dict
+
+
+def test_defaults_are_the_documented_cpu_default():
+    cfg = TrainConfig()
+    assert cfg.model.name_or_path == "default"
+    assert cfg.rollout.num_generations == 8
+    assert cfg.algorithm.advantage == "dr_grpo"
+    assert cfg.algorithm.loss.epsilon_high == 0.28 and cfg.algorithm.loss.beta == 0.0
+    assert cfg.rollout.dynamic_sampling
+    assert cfg.health.guard == "rollback"
+
+
+def test_yaml_and_overrides(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("rollout:\n  num_generations: 16\n  task: arithmetic:easy\n")
+    cfg = load_config(
+        path, ("optim.lr=3e-5", "rollout.max_new_tokens=64", "lora.target_modules=[q_proj, v_proj]")
+    )
+    assert cfg.rollout.num_generations == 16 and cfg.rollout.task == "arithmetic:easy"
+    assert cfg.optim.lr == 3e-5
+    assert cfg.lora.target_modules == ("q_proj", "v_proj")
+    assert cfg.algorithm.loss.max_new_tokens == 64, "Dr. GRPO normaliser follows max_new_tokens"
+
+
+def test_resolved_config_round_trips_through_yaml(tmp_path):
+    cfg = load_config(None, ("rewards.weights.diversity=0.2", "health.guard=warn"))
+    save_config(cfg, tmp_path / "config.yaml")
+    assert load_config(tmp_path / "config.yaml") == cfg
+    assert from_dict(TrainConfig, to_dict(cfg)) == cfg
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("rollout.num_gens=8", "did you mean 'num_generations'"),
+        ("rollout.num_generations=1", "at least 2 samples"),
+        ("rollout.num_generations=2", "37 of 38 updates"),
+        ("rollout.num_generations=abc", "expected an integer"),
+        ("rollout.temperature=0", "greedy sampling makes every group identical"),
+        ("algorithm.advantage=ppo", "choose one of"),
+        ("optim.scheduler=linear", "use constant or cosine"),
+        ("model.dtype=int8", "model.dtype"),
+        ("rewards.weights.bogus=1", "bogus"),
+        ("health.guard=maybe", "guard"),
+        ("nonsense=1", "unknown key nonsense"),
+        ("rollout.num_generations", "section.key=value"),
+    ],
+)
+def test_bad_values_name_the_field_and_the_fix(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, (override,))
+
+
+def test_small_groups_are_allowed_only_on_request():
+    cfg = load_config(None, ("rollout.num_generations=2", "rollout.allow_small_groups=true"))
+    assert cfg.rollout.num_generations == 2
+
+
+def test_missing_or_broken_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rollout: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+
+
+def test_shipped_configs_load():
+    from pathlib import Path
+
+    for path in sorted(Path(__file__).parents[2].joinpath("configs").glob("*.yaml")):
+        assert isinstance(load_config(path), TrainConfig), path

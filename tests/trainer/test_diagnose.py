@@ -1,0 +1,147 @@
+"""`diagnose` on a generated run directory: report counts, torn lines, PNG plots."""
+
+import json
+
+import pytest
+
+from trainer.diagnose import (
+    diagnose,
+    diagnose_to_json,
+    format_diagnose,
+    format_steps,
+    plot_run,
+    read_jsonl,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def metrics_line(step: int) -> dict:
+    """Steps 1..12: a collapse at step 3 (rolled back, no update), deadlock from step 6,
+    entropy < 0.1 from step 9. No step_time or adv_frac_extreme logged."""
+    dead = step >= 6
+    return {
+        "step": step,
+        "loss": 0.0 if dead else 0.1,
+        "grad_norm": 0.0 if dead else 0.5,
+        "reward": 0.4 + 0.01 * step,
+        "rewards/validity/mean": 0.8,
+        "rewards/accuracy/mean": 0.1,
+        "frac_reward_zero_std": 1.0 if dead else 0.25,
+        "entropy": 0.05 if step >= 9 else 1.0,
+        "completions/mean_length": 20.0 + step,
+        "completions/min_length": 10,
+        "completions/max_length": 40,
+        "fallback_rate": 0.6 if step == 3 else 0.1,
+        "validity_rate": 0.3 if step == 3 else 0.9,
+        "alerts": [{"name": "deadlock", "step": step}] if step >= 8 else [],
+        "collapse": {"step": 3} if step == 3 else None,
+        "rollback": step == 3,
+        "skipped_update": step == 3,  # as the loop writes it: a rolled-back step trains on nothing
+    }
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    lines = [json.dumps(metrics_line(step)) for step in range(1, 13)]
+    text = "\n".join(lines[:5]) + "\n\n" + "\n".join(lines[5:]) + "\n"
+    (tmp_path / "metrics.jsonl").write_text(text + '{"step": 13, "loss": 0.', encoding="utf-8")
+    samples = [{"step": 1, "completion": "Custom -> Programmer"}] * 3
+    (tmp_path / "samples.jsonl").write_text("\n".join(json.dumps(s) for s in samples) + "\n")
+    (tmp_path / "config.yaml").write_text("model: x\nhealth:\n  deadlock_steps: 2\n")
+    return tmp_path
+
+
+def test_diagnose_reports_each_check_with_the_steps_it_fired(run_dir):
+    report = diagnose(run_dir)
+    assert report.lines == 12 and (report.first_step, report.last_step) == (1, 12)
+    assert report.config.deadlock_steps == 2 and "config.yaml" in report.config_source
+    checks = {c.name: c for c in report.checks}
+    assert checks["deadlock"].steps == tuple(range(7, 13))  # 2 steps in a row from step 6
+    assert checks["deadlock"].logged == 5  # what the run itself wrote
+    assert checks["zero_grad"].steps == tuple(range(8, 13))  # 3 steps (default)
+    assert checks["entropy_low"].steps == (9, 10, 11, 12)
+    assert checks["update_collapse"].steps == (3,)
+    assert checks["frozen_length"].status == "PASS" and checks["fallback_high"].status == "PASS"
+    assert checks["step_time_collapse"].status == "N/A" and checks["adv_extreme"].status == "N/A"
+    assert report.first_deadlock_step == 6
+    # 12 rollouts, 10 updates: step 3 was rolled back and trained on nothing, so step 4 ran
+    # with the weights of step 2 (no update to judge)
+    assert (report.updates, report.collapses) == (10, 1)
+    assert report.collapse_events[0].step == 3 and report.logged_collapses == 1
+    assert report.rollbacks == 1 and report.rollback_steps == (3,)
+    assert report.samples == 3
+
+
+def test_the_formatted_report_is_a_checklist(run_dir):
+    text = format_diagnose(diagnose(run_dir))
+    assert "ALERT  deadlock" in text and "PASS   frozen_length" in text
+    assert "N/A    step_time_collapse" in text and "not logged: step_time" in text
+    assert "fired at 6 step(s): 7-12" in text
+    assert "1 of 10 updates (10.0%)" in text
+    assert "Rollbacks: 1 at steps 3" in text and "First deadlock: step 6" in text
+    assert "Verdict: entropy_low, deadlock, zero_grad, update_collapse" in text
+
+
+def test_the_json_report_is_serialisable(run_dir):
+    data = json.loads(json.dumps(diagnose_to_json(diagnose(run_dir))))
+    deadlock = next(c for c in data["checks"] if c["name"] == "deadlock")
+    assert deadlock["status"] == "ALERT" and deadlock["first"]["step"] == 7
+    assert data["collapse_rate"] == pytest.approx(0.1) and data["config"]["deadlock_steps"] == 2
+
+
+def test_plots_are_valid_png_files_and_missing_keys_are_skipped(run_dir):
+    report = diagnose(run_dir)
+    paths = plot_run(run_dir, report.history, entropy_min=report.config.entropy_min)
+    names = sorted(p.name for p in paths)
+    assert names == [
+        "completion_length.png",
+        "entropy.png",
+        "fallback_validity.png",
+        "frac_reward_zero_std.png",
+        "grad_norm.png",
+        "reward.png",
+    ]  # no cov_logp_adv logged: that plot is skipped
+    for path in paths:
+        assert path.parent == run_dir / "plots"
+        assert path.read_bytes().startswith(PNG) and path.stat().st_size > 1000
+    assert plot_run(run_dir, [{"step": 1}]) == []
+
+
+def test_defaults_without_config_and_a_clear_error_without_metrics(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(metrics_line(1)) + "\n")
+    report = diagnose(tmp_path)
+    assert report.config.deadlock_steps == 3 and report.config_source.startswith("defaults")
+    assert report.samples is None and report.updates == 0
+    with pytest.raises(FileNotFoundError, match=r"metrics\.jsonl"):
+        diagnose(tmp_path / "missing")
+    empty = tmp_path / "empty_run"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match=r"run directory holds metrics\.jsonl"):
+        diagnose(empty)
+
+
+def test_a_bad_health_section_names_the_config_file(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text("{}\n")
+    (tmp_path / "config.yaml").write_text("health:\n  deadlock_step: 2\n")
+    with pytest.raises(ValueError, match=r"config\.yaml.*did you mean 'deadlock_steps'"):
+        diagnose(tmp_path)
+
+
+def test_read_jsonl_skips_blank_lines_and_a_torn_last_line_only(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"a": 1}\n\n   \n{"a": 2}\n{"a": 3, "b": [1, 2')
+    assert read_jsonl(path) == [{"a": 1}, {"a": 2}]
+    path.write_text('{"a": 1}\n{"a": \n{"a": 3}\n')
+    with pytest.raises(ValueError, match=r"line 2: not valid JSON"):
+        read_jsonl(path)
+    path.write_text('{"a": 1}\n[1, 2]\n')
+    with pytest.raises(ValueError, match=r"line 2: expected a JSON object"):
+        read_jsonl(path)
+    path.write_text("")
+    assert read_jsonl(path) == []
+
+
+def test_format_steps_joins_runs():
+    assert format_steps([1, 2, 3, 5, 7, 8]) == "1-3, 5, 7-8"
+    assert format_steps(list(range(0, 40, 2)), limit=3).endswith("(17 more)")
