@@ -192,3 +192,57 @@ def train_cmd(config_path, overrides, max_steps, output_dir, resume, dry_run) ->
     from trainer.commands import train_command
 
     train_command(config_path, overrides, max_steps, output_dir, resume, dry_run)
+
+
+@main.command("diagnose")
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--no-plots", is_flag=True, help="Do not write PNG plots.")
+def diagnose_cmd(run_dir, as_json, no_plots) -> None:
+    """Health report of a finished or running run, and plots in RUN_DIR/plots/.
+
+    Lists every check (entropy, deadlock, frozen length, zero gradient, step time, K=2
+    advantage signature, fallback rate, update -> collapse) with PASS/ALERT and the steps where
+    it fired, the collapse rate (collapses / updates), rollbacks and the first deadlock step.
+    """
+    from trainer.commands import diagnose_command
+
+    diagnose_command(run_dir, as_json, not no_plots)
+
+
+@main.command("analyze")
+@click.argument("run_dir", required=False, type=click.Path(file_okay=False))
+@click.option(
+    "--samples",
+    "samples_file",
+    type=click.Path(dir_okay=False),
+    help="Any JSONL file with a completion text field (instead of RUN_DIR).",
+)
+@click.option(
+    "--field", default="completion", show_default=True, help="Name of the completion text field."
+)
+@click.option(
+    "--top",
+    default=10,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="How many of the most frequent workflows to list.",
+)
+@click.option(
+    "--window",
+    type=click.IntRange(min=1),
+    help="Trend window in rows (default: per step when rows have 'step').",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option(
+    "--plots",
+    "plots_dir",
+    type=click.Path(file_okay=False),
+    help="Write bar charts here (default: RUN_DIR/plots when RUN_DIR is given).",
+)
+def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -> None:
+    """DSL diversity report of model outputs: valid vs fallback, distinct workflows, top
+    workflows, operator frequencies, structure classes and trends."""
+    from trainer.commands import analyze_command
+
+    analyze_command(run_dir, samples_file, field, top, window, as_json, plots_dir)

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import sys
 import time
+from pathlib import Path
 
 import click
 
@@ -161,3 +162,44 @@ def train_command(config_path, overrides, max_steps, output_dir, resume, dry_run
     if result.stop_reason:
         click.echo(result.stop_reason, err=True)
     sys.exit(result.exit_code)
+
+
+def diagnose_command(run_dir, as_json: bool, plots: bool) -> None:
+    from trainer.diagnose import diagnose, diagnose_to_json, format_diagnose, plot_run
+
+    try:
+        report = diagnose(run_dir)
+    except (FileNotFoundError, ValueError) as exc:
+        _fail(str(exc))
+    click.echo(
+        json.dumps(diagnose_to_json(report), indent=2) if as_json else format_diagnose(report)
+    )
+    if plots:
+        try:
+            written = plot_run(
+                run_dir,
+                report.history,
+                entropy_min=report.config.entropy_min,
+                collapse_steps=[e.step for e in report.collapse_events],
+            )
+        except ImportError as exc:
+            _fail(f"{exc} (plots need matplotlib: pip install matplotlib; or use --no-plots)")
+        click.echo(f"plots: {len(written)} PNG files in {Path(run_dir) / 'plots'}", err=as_json)
+
+
+def analyze_command(run_dir, samples_file, field, top, window, as_json, plots_dir) -> None:
+    from trainer.analyze import analyze_samples, format_analyze, plot_analyze, report_to_json
+    from trainer.diagnose import read_jsonl
+
+    if (run_dir is None) == (samples_file is None):
+        _fail("give either RUN_DIR or --samples FILE")
+    path = Path(samples_file) if samples_file else Path(run_dir) / "samples.jsonl"
+    try:
+        report = analyze_samples(read_jsonl(path), field=field, top=top, window=window)
+    except (FileNotFoundError, ValueError) as exc:
+        _fail(str(exc))
+    click.echo(json.dumps(report_to_json(report), indent=2) if as_json else format_analyze(report))
+    out = plots_dir or (Path(run_dir) / "plots" if run_dir else None)
+    if out is not None:
+        written = plot_analyze(report, out)
+        click.echo(f"plots: {len(written)} PNG files in {out}", err=as_json)
