@@ -121,7 +121,7 @@ class RolloutConfig:
     problems_per_step: int = 2
     num_generations: int = 8
     allow_small_groups: bool = False
-    temperature: float = 1.0
+    temperature: float = 0.8
     top_p: float = 1.0
     max_new_tokens: int = 40
     generate_merged: bool = True

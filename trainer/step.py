@@ -66,7 +66,7 @@ def _advantages(trainer, scores_NC: np.ndarray, weights_C: np.ndarray) -> torch.
         trainer.config.algorithm.advantage,
         torch.tensor(np.array(scores_NC), dtype=torch.float32),
         trainer.config.rollout.num_generations,
-        torch.as_tensor(weights_C, dtype=torch.float32),
+        torch.tensor(np.array(weights_C), dtype=torch.float32),
     )
 
 
@@ -81,7 +81,9 @@ def rollout_and_score(trainer) -> Scored:
     problems = trainer.sampler.draw(r.problems_per_step)
     rollout, table, score_time = _sample_and_score(trainer, problems)
     adv_N = _advantages(trainer, table.scores, table.weights)
-    combined = combine_rewards(torch.as_tensor(table.scores), torch.as_tensor(table.weights))
+    combined = combine_rewards(
+        torch.tensor(np.array(table.scores)), torch.tensor(np.array(table.weights))
+    )
     stats = group_stats(combined, r.num_generations)
     metrics = rollout_metrics(table, rollout, adv_N, {**stats, "combined": combined.numpy()})
     cache = trainer.cache.stats() if trainer.cache else {}

@@ -1,0 +1,202 @@
+"""Benchmark: seconds per GRPO optimizer step and peak memory, flowgrpo vs TRL's GRPOTrainer.
+
+Same setting for both (the DESIGN.md one): SmolLM2-135M-Instruct (embedded GGUF), LoRA r16 on
+q/k/v/o, K=8 completions of one arithmetic prompt per step (the few-shot workflow prompt),
+32 new tokens, temperature 1.0, beta 0, reward = flowgrpo's validity score, no executor.
+Each implementation runs in its own subprocess (clean peak RSS), alternating, ``--repeats``
+times; the first step of each run is warm-up and not counted.
+
+    python scripts/bench_step.py --steps 6 --repeats 2        # needs: pip install trl
+    python scripts/bench_step.py --impl ours --steps 6         # one side only
+
+TRL is an optional benchmark dependency only (not a flowgrpo requirement).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+K, NEW_TOKENS, LR, TEMPERATURE = 8, 32, 1e-5, 1.0
+
+
+def _peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2  # kB on Linux
+
+
+def run_ours(steps: int, out: Path) -> dict:
+    from trainer.config import load_config
+    from trainer.loop import Trainer
+
+    cfg = load_config(
+        None,
+        (
+            f"logging.output_dir={out}",
+            f"optim.max_steps={steps}",
+            f"optim.lr={LR}",
+            "rollout.problems_per_step=1",
+            f"rollout.num_generations={K}",
+            f"rollout.max_new_tokens={NEW_TOKENS}",
+            f"rollout.temperature={TEMPERATURE}",
+            "rollout.execute=false",
+            "rollout.dynamic_sampling=false",
+            "rollout.cache_path=null",
+            "rewards.weights={validity: 1.0}",
+            "logging.save_every=0",
+        ),
+    )
+    Trainer(cfg).train()
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    return {
+        "step_times": [m["step_time"] for m in lines],
+        "gen_times": [m["gen_time"] for m in lines],
+        "mean_length": statistics.mean(m["completions/mean_length"] for m in lines),
+    }
+
+
+def run_trl(steps: int, out: Path, checkpointing: bool) -> dict:
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from dsl import extract
+    from operators.backends.hf import load_hf_model
+    from operators.tasks import load_task
+    from rewards.components import get_component
+    from rewards.sample import make_sample
+    from rewards.spec import RewardOptions
+    from trainer.prompt import build_messages
+
+    model, tok = load_hf_model("default")
+    problems = load_task("arithmetic", n=64, seed=0, split="train")
+    data = Dataset.from_list(
+        [{"prompt": build_messages(p), "pid": i} for i, p in enumerate(problems)]
+    )
+    validity, options = get_component("validity"), RewardOptions()
+
+    def reward(prompts, completions, pid, **_):
+        texts = [c[0]["content"] if isinstance(c, list) else c for c in completions]
+        group = [make_sample(problems[i], t) for i, t in zip(pid, texts)]
+        return [float(x) for x in validity(group, options, None)]
+
+    times, lengths = [], []
+
+    class Timer(TrainerCallback):
+        def on_step_begin(self, *a, **k):
+            self.t = time.perf_counter()
+
+        def on_step_end(self, *a, **k):
+            times.append(time.perf_counter() - self.t)
+
+        def on_log(self, args, state, control, logs=None, **k):
+            if logs and "completions/mean_length" in logs:
+                lengths.append(logs["completions/mean_length"])
+
+    args = GRPOConfig(
+        output_dir=str(out),
+        per_device_train_batch_size=K,
+        num_generations=K,
+        max_completion_length=NEW_TOKENS,
+        max_steps=steps,
+        learning_rate=LR,
+        beta=0.0,
+        temperature=TEMPERATURE,
+        logging_steps=1,
+        report_to="none",
+        use_cpu=True,
+        gradient_checkpointing=checkpointing,
+        save_strategy="no",
+        bf16=False,
+        disable_dropout=True,
+        dataloader_num_workers=0,
+    )
+    lora = LoraConfig(
+        r=16,
+        lora_alpha=32,
+        target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+        task_type="CAUSAL_LM",
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward],
+        args=args,
+        train_dataset=data,
+        processing_class=tok,
+        peft_config=lora,
+        callbacks=[Timer()],
+    )
+    trainer.train()
+    _ = extract  # the reward uses the same extraction as flowgrpo
+    return {
+        "step_times": times,
+        "gen_times": [],
+        "mean_length": statistics.mean(lengths) if lengths else float("nan"),
+    }
+
+
+def _child(impl: str, steps: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        if impl == "ours":
+            result = run_ours(steps, Path(tmp))
+        else:
+            result = run_trl(steps, Path(tmp), checkpointing=impl == "trl_gc")
+    result["peak_rss_gb"] = _peak_rss_gb()
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def _spawn(impl: str, steps: int) -> dict:
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", impl, "--steps", str(steps)],
+        capture_output=True,
+        text=True,
+    )
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise RuntimeError(f"{impl} failed:\n{done.stderr[-3000:]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--impl", choices=["ours", "trl", "trl_gc", "all"], default="all")
+    parser.add_argument("--child", choices=["ours", "trl", "trl_gc"])
+    args = parser.parse_args()
+    if args.child:
+        _child(args.child, args.steps)
+        return
+    impls = ["ours", "trl", "trl_gc"] if args.impl == "all" else [args.impl]
+    results: dict[str, list[dict]] = {i: [] for i in impls}
+    for _ in range(args.repeats):
+        for impl in impls:
+            results[impl].append(_spawn(impl, args.steps))
+    print(
+        f"machine: {platform.machine()}, {platform.python_version()}; steps/run "
+        f"{args.steps} (first is warm-up), runs {args.repeats}"
+    )
+    summary = {}
+    for impl, runs in results.items():
+        times = [t for r in runs for t in r["step_times"][1:]]
+        summary[impl] = statistics.median(times)
+        print(
+            f"{impl:8s} median step {summary[impl]:6.2f} s  peak RSS "
+            f"{max(r['peak_rss_gb'] for r in runs):.2f} GB  mean completion length "
+            f"{statistics.mean(r['mean_length'] for r in runs):.1f}"
+        )
+    for base in ("trl", "trl_gc"):
+        if "ours" in summary and base in summary:
+            print(f"ours / {base} = {summary['ours'] / summary[base]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
