@@ -246,3 +246,103 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
     from trainer.commands import analyze_command
 
     analyze_command(run_dir, samples_file, field, top, window, as_json, plots_dir)
+
+
+@main.command("eval")
+@click.option("--adapter", type=click.Path(), help="RUN_DIR/checkpoint-N to evaluate.")
+@click.option("--base", is_flag=True, help="Evaluate the untrained base model instead.")
+@click.option(
+    "--model",
+    default=None,
+    help="Base model ('default', 'tiny-random', a path or hub id); default: the one in "
+    "the run's config.yaml, else 'default'.",
+)
+@click.option(
+    "--task",
+    default="arithmetic",
+    show_default=True,
+    help="arithmetic[:level] (test split), gsm8k:PATH, mbpp:PATH or humaneval.",
+)
+@click.option(
+    "--n",
+    "n",
+    default=20,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Number of held-out problems.",
+)
+@click.option(
+    "--k",
+    "k",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Workflows per problem (greedy when 1; pass@k reported when > 1).",
+)
+@click.option(
+    "--executor",
+    default="hf",
+    show_default=True,
+    type=click.Choice(["hf", "openai"]),
+    help="hf: the base weights in-process; openai: an OpenAI-compatible server.",
+)
+@click.option("--base-url", help="openai executor: server URL (or FLOWGRPO_EXECUTOR_BASE_URL).")
+@click.option("--executor-model", help="openai executor: served model name.")
+@click.option("--no-execute", is_flag=True, help="Only validity/diversity; do not run workflows.")
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(dir_okay=False),
+    help="Also write the result as JSON to this file ('-' for stdout only).",
+)
+@click.option(
+    "--compare",
+    nargs=2,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Print two saved evaluations side by side and exit.",
+)
+def eval_cmd(
+    adapter,
+    base,
+    model,
+    task,
+    n,
+    k,
+    executor,
+    base_url,
+    executor_model,
+    no_execute,
+    json_out,
+    compare,
+) -> None:
+    """Evaluate a trained workflow generator (or the base model) on held-out problems.
+
+    Reports validity and fallback rates, execution accuracy (pass@1, pass@k), distinct
+    workflows, operators, structures, executor calls and tokens per problem, and time.
+
+    \b
+    Examples:
+      flowgrpo eval --base --n 20 --json base.json
+      flowgrpo eval --adapter runs/default/checkpoint-30 --n 20 --json trained.json
+      flowgrpo eval --compare base.json trained.json
+    """
+    from trainer.commands import eval_command
+
+    eval_command(
+        adapter,
+        base,
+        model,
+        task,
+        n,
+        k,
+        executor,
+        base_url,
+        executor_model,
+        no_execute,
+        json_out,
+        compare,
+    )
+
+
+if __name__ == "__main__":  # accelerate launch -m trainer.cli train ...
+    main()

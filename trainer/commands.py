@@ -104,20 +104,20 @@ def _resolve_config(config_path, overrides, max_steps, output_dir):
 
 
 def _console_logging() -> None:
+    """INFO lines of flowgrpo's packages on the console, above the progress bar (once)."""
     import logging
     import warnings
 
-    warnings.filterwarnings("ignore", category=FutureWarning)  # library deprecation chatter
-
     from tqdm.contrib.logging import _TqdmLoggingHandler
 
-    handler = _TqdmLoggingHandler()
-    handler.setFormatter(logging.Formatter("%(message)s"))
+    warnings.filterwarnings("ignore", category=FutureWarning)  # library deprecation chatter
+    root = logging.getLogger()
+    if not any(isinstance(h, _TqdmLoggingHandler) for h in root.handlers):
+        handler = _TqdmLoggingHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        root.addHandler(handler)
     for name in ("trainer", "operators", "rewards"):
-        log = logging.getLogger(name)
-        log.setLevel(logging.INFO)
-        log.addHandler(handler)
-        log.propagate = False
+        logging.getLogger(name).setLevel(logging.INFO)
 
 
 def train_command(config_path, overrides, max_steps, output_dir, resume, dry_run) -> None:
@@ -203,3 +203,82 @@ def analyze_command(run_dir, samples_file, field, top, window, as_json, plots_di
     if out is not None:
         written = plot_analyze(report, out)
         click.echo(f"plots: {len(written)} PNG files in {out}", err=as_json)
+
+
+def _model_of_run(adapter: str | None) -> str:
+    """The base model named in the run's config.yaml (checkpoint's parent), else 'default'."""
+    import yaml
+
+    if adapter:
+        for parent in Path(adapter).resolve().parents[:2]:
+            config = parent / "config.yaml"
+            if config.is_file():
+                data = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+                return (data.get("model") or {}).get("name_or_path", "default")
+    return "default"
+
+
+def eval_command(
+    adapter,
+    base,
+    model,
+    task,
+    n,
+    k,
+    executor,
+    base_url,
+    executor_model,
+    no_execute,
+    json_out,
+    compare,
+) -> None:
+    from trainer.evaluate import EvalSettings, format_eval
+    from trainer.evaluate import compare as compare_fn
+
+    if compare:
+        a, b = (json.loads(Path(p).read_text(encoding="utf-8")) for p in compare)
+        click.echo(compare_fn(a, b))
+        return
+    if bool(adapter) == bool(base):
+        _fail("give exactly one of --adapter RUN_DIR/checkpoint-N or --base")
+    _console_logging()
+    from tqdm import tqdm
+
+    from trainer.evaluate import evaluate, load_for_eval
+
+    name = model or _model_of_run(adapter)
+    try:
+        settings = EvalSettings(task=task, n=n, k=k, execute=not no_execute)
+        click.echo(f"loading {name!r} ...", err=True)
+        policy, tokenizer, described = load_for_eval(adapter, name)
+        llm = _eval_executor(executor, policy, tokenizer, base_url, executor_model)
+    except (ValueError, FileNotFoundError, OSError, ImportError) as exc:
+        _fail(str(exc))
+    with tqdm(total=n, desc="eval", unit="problem") as bar:
+        try:
+            result = evaluate(policy, tokenizer, settings, llm, progress=bar.update)
+        except (ValueError, FileNotFoundError) as exc:
+            _fail(str(exc))
+    result["model"] = described
+    if json_out and json_out != "-":
+        Path(json_out).write_text(json.dumps(result, indent=2), encoding="utf-8")
+    click.echo(json.dumps(result, indent=2) if json_out == "-" else format_eval(result))
+
+
+def _eval_executor(executor, policy, tokenizer, base_url, executor_model):
+    if executor == "openai":
+        from operators.backends import make_backend
+
+        kwargs = {"base_url": base_url}
+        if executor_model:
+            kwargs["model"] = executor_model
+        return make_backend("openai", **kwargs)
+    from operators.backends.hf import HFBackend
+
+    return HFBackend(
+        policy,
+        tokenizer,
+        max_new_tokens=160,
+        disable_adapter=True,
+        name=f"shared:{getattr(policy.config, 'name_or_path', 'policy')}",
+    )

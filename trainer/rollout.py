@@ -85,6 +85,35 @@ def _eos_ids(model, tokenizer) -> list[int]:
     return [int(i) for i in ids if i is not None]
 
 
+def prefill_prompts(model, prompt_ids: Sequence, group_size: int):
+    """KV cache of every prompt but its last token, computed once per prompt and repeated K times.
+
+    Prompts of different lengths are left-padded in the cache, matching the left-padded
+    ``input_ids``: the padded positions are masked, and the cached keys carry the RoPE
+    positions of the unpadded prompt, which is what ``generate`` computes from the attention
+    mask. ``generate`` then only runs the last prompt token before sampling, instead of
+    prefilling every prompt K times.
+    """
+    import torch
+    from transformers import DynamicCache
+
+    device = next(model.parameters()).device
+    width = max(len(ids) for ids in prompt_ids) - 1
+    per_layer: list[list] = []
+    for ids in prompt_ids:
+        out = model(input_ids=ids[None, :-1].to(device), use_cache=True)
+        for i, layer in enumerate(out.past_key_values.layers):
+            pad = width - layer.keys.shape[-2]
+            kv = [torch.nn.functional.pad(t, (0, 0, pad, 0)) for t in (layer.keys, layer.values)]
+            (per_layer.append([]) if i >= len(per_layer) else None)
+            per_layer[i].append(kv)
+    data = [
+        tuple(torch.cat([kv[j] for kv in kvs]).repeat_interleave(group_size, dim=0) for j in (0, 1))
+        for kvs in per_layer
+    ]
+    return DynamicCache(ddp_cache_data=data)
+
+
 def generate_rollout(
     model,
     tokenizer,
@@ -94,8 +123,13 @@ def generate_rollout(
     top_p: float,
     max_new_tokens: int,
     merge: bool = True,
+    prefill_once: bool = True,
 ) -> Rollout:
-    """Sample ``group_size`` completions for each problem in one batched ``generate`` call."""
+    """Sample ``group_size`` completions for each problem in one batched ``generate`` call.
+
+    ``temperature <= 0`` decodes greedily (evaluation with K = 1). With ``prefill_once`` each
+    prompt is prefilled once and its KV cache repeated K times (:func:`prefill_prompts`).
+    """
     import torch
 
     start = time.perf_counter()
@@ -108,27 +142,47 @@ def generate_rollout(
         tokenizer.padding_side = side
     device = next(model.parameters()).device
     eos = _eos_ids(model, tokenizer)
+    sampling = (
+        {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
+        if temperature > 0
+        else {"do_sample": False}
+    )
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad(), merged_adapter(model, merge):
+            ids = enc["input_ids"].to(device).repeat_interleave(group_size, dim=0)
+            mask = enc["attention_mask"].to(device).repeat_interleave(group_size, dim=0)
+            extra = {}
+            if prefill_once:
+                extra = {"past_key_values": prefill_prompts(model, prompt_ids, group_size)}
             out = model.generate(
-                input_ids=enc["input_ids"].to(device),
-                attention_mask=enc["attention_mask"].to(device),
-                do_sample=True,
-                temperature=temperature,
-                top_p=top_p,
-                top_k=0,
+                input_ids=ids,
+                attention_mask=mask,
+                **sampling,
+                **extra,
                 max_new_tokens=max_new_tokens,
-                num_return_sequences=group_size,
-                pad_token_id=tokenizer.pad_token_id,
                 eos_token_id=eos,
+                pad_token_id=tokenizer.pad_token_id,
             )
     finally:
         model.train(was_training)
-    completion_ids_NT = out[:, enc["input_ids"].shape[1] :].cpu()
+    return _make_rollout(
+        problems,
+        group_size,
+        prompt_ids,
+        out[:, ids.shape[1] :].cpu(),
+        eos,
+        tokenizer,
+        time.perf_counter() - start,
+    )
+
+
+def _make_rollout(problems, group_size, prompt_ids, completion_ids_NT, eos, tokenizer, seconds):
+    import torch
+
     if completion_ids_NT.shape[1] == 0:  # nothing generated at all
-        completion_ids_NT = torch.full((len(out), 1), eos[0], dtype=torch.long)
+        completion_ids_NT = torch.full((len(completion_ids_NT), 1), eos[0], dtype=torch.long)
     mask_NT, truncated_N = completion_mask(completion_ids_NT, eos)
     completion_ids_NT = completion_ids_NT.masked_fill(mask_NT == 0, tokenizer.pad_token_id)
     decoded = tokenizer.batch_decode(completion_ids_NT, skip_special_tokens=True)
@@ -140,7 +194,7 @@ def generate_rollout(
         mask_NT,
         truncated_N,
         decoded,
-        time.perf_counter() - start,
+        seconds,
     )
 
 

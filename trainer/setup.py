@@ -17,8 +17,8 @@ def policy(cfg, model=None, tokenizer=None, device=None):
     import torch
     from accelerate.utils import set_seed
 
+    from operators.backends.tiny import TINY_NAME, build_tiny_model
     from trainer.policy import _pad, load_policy, wrap_lora
-    from trainer.tiny import TINY_NAME, build_tiny_model
 
     set_seed(cfg.optim.seed)  # identical LoRA initialisation on every rank
     if model is None and cfg.model.name_or_path == TINY_NAME:

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from operators.backends.tiny import TINY_NAME, build_tiny_model
 from operators.llm import GenerationRequest, GenerationResult, Message
 
 logger = logging.getLogger(__name__)
@@ -52,7 +53,8 @@ def load_hf_model(
     """Load (model, tokenizer) from a local path, a hub id, or a GGUF file in a directory.
 
     ``name_or_path="default"`` loads the embedded SmolLM2-135M-Instruct GGUF file (see
-    :func:`default_model_path`). GGUF weights are dequantized to ``dtype`` by transformers; the
+    :func:`default_model_path`); ``"tiny-random"`` builds a random tiny Llama (tests).
+    GGUF weights are dequantized to ``dtype`` by transformers; the
     leftover GGUF quantization marker is removed so training code accepts the model. The model is
     returned in eval mode on ``device``. Not handled: downloads failing offline (transformers
     raises its own error).
@@ -63,6 +65,9 @@ def load_hf_model(
     torch_dtype = getattr(torch, dtype, None)
     if not isinstance(torch_dtype, torch.dtype):
         raise ValueError(f"dtype must name a torch dtype such as 'float32', got {dtype!r}")
+    if name_or_path == TINY_NAME:  # a random tiny model for tests and smoke runs
+        model, tokenizer = build_tiny_model()
+        return model.to(device=device, dtype=torch_dtype).eval(), tokenizer
     if name_or_path == "default":
         name_or_path, gguf_file = default_model_path()
     extra = {"gguf_file": gguf_file} if gguf_file else {}

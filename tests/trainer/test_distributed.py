@@ -1,5 +1,11 @@
-"""Two processes under `accelerate launch --cpu`: after one step the LoRA weights are identical."""
+"""Two CPU processes under `accelerate launch`: after one step the LoRA weights are identical.
 
+accelerate's ``--cpu`` launcher starts several processes only through MPI; without MPI the
+torch.distributed launcher (``--multi_gpu``) with ``ACCELERATE_USE_CPU=true`` runs them on the
+CPU with the gloo backend, which is what this test (and docs/PRODUCTION.md) use.
+"""
+
+import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +24,7 @@ def test_two_cpu_processes_keep_identical_lora_weights(tmp_path):
     cmd = [
         launcher,
         "launch",
-        "--cpu",
+        "--multi_gpu",
         "--num_processes",
         "2",
         "--num_machines",
@@ -32,8 +38,9 @@ def test_two_cpu_processes_keep_identical_lora_weights(tmp_path):
         str(worker),
         str(tmp_path),
     ]
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true"}
     done = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=600, cwd=Path(__file__).parents[2]
+        cmd, capture_output=True, text=True, timeout=600, cwd=Path(__file__).parents[2], env=env
     )
     assert done.returncode == 0, done.stderr[-3000:]
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]

@@ -3,9 +3,9 @@
 import pytest
 
 from dsl import operators_for_domain, validate
+from operators.backends.tiny import build_tiny_tokenizer
 from operators.tasks.base import Problem
 from trainer.prompt import EXAMPLES, build_messages, render_prompt, system_prompt
-from trainer.tiny import build_tiny_tokenizer
 
 
 @pytest.mark.parametrize("domain", sorted(EXAMPLES))

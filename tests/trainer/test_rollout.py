@@ -1,0 +1,62 @@
+"""Rollout generation: prefix prefill equals plain generation; masks; merged weights restored."""
+
+from types import SimpleNamespace
+
+import torch
+
+from operators.backends.tiny import build_tiny_model
+from operators.tasks.base import Problem
+from trainer.policy import merged_adapter, wrap_lora
+from trainer.rollout import completion_mask, generate_rollout
+
+LORA = SimpleNamespace(r=4, alpha=8, dropout=0.0, target_modules=("q_proj", "v_proj"))
+PROBLEMS = [
+    Problem("a", "math", "What is 2 + 2?", "4"),
+    Problem("b", "math", "Tom has 3 apples and buys 12 more. How many now?", "15"),
+]
+
+
+def lora_model():
+    model, tok = build_tiny_model(seed=1)
+    model.generation_config.eos_token_id = None  # always generate the full budget
+    peft = wrap_lora(model, LORA)
+    torch.manual_seed(0)
+    for name, p in peft.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.5)
+    return peft, tok
+
+
+def test_prefilling_each_prompt_once_gives_the_same_greedy_completions():
+    model, tok = lora_model()
+    fast = generate_rollout(model, tok, PROBLEMS, 3, 0.0, 1.0, 12, prefill_once=True)
+    slow = generate_rollout(model, tok, PROBLEMS, 3, 0.0, 1.0, 12, prefill_once=False)
+    assert torch.equal(fast.completion_ids_NT, slow.completion_ids_NT)
+    assert fast.texts == slow.texts
+    assert len(fast.prompt_ids[0]) != len(fast.prompt_ids[1]), "prompts of different lengths"
+
+
+def test_groups_are_consecutive_and_sampling_varies_within_a_group():
+    model, tok = lora_model()
+    torch.manual_seed(3)
+    rollout = generate_rollout(model, tok, PROBLEMS, 4, 1.5, 1.0, 10)
+    assert rollout.completion_ids_NT.shape[0] == 8
+    assert len(set(rollout.texts[:4])) > 1, "temperature sampling gives different completions"
+
+
+def test_generation_on_merged_weights_leaves_the_base_weights_bit_identical():
+    model, tok = lora_model()
+    base = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
+    with merged_adapter(model):
+        merged = {n: p.detach().clone() for n, p in model.named_parameters() if ".base_layer." in n}
+    assert any(not torch.equal(merged[n], base[n]) for n in merged), "merging changed W"
+    generate_rollout(model, tok, PROBLEMS, 2, 1.0, 1.0, 6)
+    after = {n: p for n, p in model.named_parameters() if not p.requires_grad}
+    assert all(torch.equal(base[n], after[n]) for n in base)
+
+
+def test_completion_mask_stops_after_the_first_eos_and_flags_truncation():
+    ids = torch.tensor([[5, 2, 7, 2], [5, 6, 7, 8], [2, 0, 0, 0]])
+    mask, truncated = completion_mask(ids, [2])
+    assert mask.tolist() == [[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]]
+    assert truncated.tolist() == [False, True, False]
