@@ -301,20 +301,7 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
     type=click.Path(exists=True, dir_okay=False),
     help="Print two saved evaluations side by side and exit.",
 )
-def eval_cmd(
-    adapter,
-    base,
-    model,
-    task,
-    n,
-    k,
-    executor,
-    base_url,
-    executor_model,
-    no_execute,
-    json_out,
-    compare,
-) -> None:
+def eval_cmd(**options) -> None:
     """Evaluate a trained workflow generator (or the base model) on held-out problems.
 
     Reports validity and fallback rates, execution accuracy (pass@1, pass@k), distinct
@@ -328,20 +315,7 @@ def eval_cmd(
     """
     from trainer.commands import eval_command
 
-    eval_command(
-        adapter,
-        base,
-        model,
-        task,
-        n,
-        k,
-        executor,
-        base_url,
-        executor_model,
-        no_execute,
-        json_out,
-        compare,
-    )
+    eval_command(**options)
 
 
 if __name__ == "__main__":  # accelerate launch -m trainer.cli train ...

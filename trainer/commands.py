@@ -64,7 +64,15 @@ def run_workflow_command(
         sys.exit(1)
     llm = make_executor(executor, model, base_url)
     start = time.time()
-    results = run_workflows([(report.workflow, p) for p in problems], llm)
+    from tqdm import tqdm
+
+    with tqdm(desc="executing (batched rounds)", unit="round", file=sys.stderr) as bar:
+
+        def on_round(round_: int, active: int) -> None:
+            bar.update(1)
+            bar.set_postfix(active_runs=active)
+
+        results = run_workflows([(report.workflow, p) for p in problems], llm, on_round=on_round)
     for problem, result in zip(problems, results):
         if as_json:
             row = {"problem": problem.id, "reference": problem.answer, **dataclasses.asdict(result)}
@@ -219,6 +227,7 @@ def _model_of_run(adapter: str | None) -> str:
 
 
 def eval_command(
+    *,
     adapter,
     base,
     model,

@@ -206,7 +206,7 @@ class OptimConfig:
         seed: initialisation seed (identical on every rank).
     """
 
-    lr: float = 2e-5
+    lr: float = 1e-4
     weight_decay: float = 0.0
     warmup_steps: int = 0
     scheduler: str = "constant"

@@ -458,8 +458,19 @@ def check_step_time_collapse(history: Sequence[Mapping], config: HealthConfig) -
     summary="share of |A| >= 0.99 > adv_extreme_max",
 )
 def check_adv_extreme(history: Sequence[Mapping], config: HealthConfig) -> Alert | None:
-    """Most advantages are ±1: the K=2 signature, where a valid DSL scored 0.2 gets -1."""
-    share = _num(history[-1], "adv_frac_extreme")
+    """Most advantages are ±1: the K=2 signature, where a valid DSL scored 0.2 gets -1.
+
+    Reads ``adv_frac_extreme`` and, for groups of 2 (``group_size`` in the line),
+    ``reward_z_frac_extreme``: the same share on within-group reward z-scores, which shows K=2
+    whatever the estimator's std convention (grpo's unbiased std makes K=2 advantages ±0.707).
+    Larger groups with two reward levels also have |z| = 1, so z-scores are not used for them.
+    """
+    keys = ["adv_frac_extreme"]
+    if _num(history[-1], "group_size") == 2:
+        keys.append("reward_z_frac_extreme")
+    shares = [_num(history[-1], k) for k in keys]
+    shares = [s for s in shares if s is not None]
+    share = max(shares) if shares else None
     if share is None or not share > config.adv_extreme_max:
         return None
     return Alert(

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from trainer.config import TrainConfig, save_config, to_dict
+from trainer.config import TrainConfig, save_config
 from trainer.health import EXIT_CODE_ALERT_STOP, HealthMonitor
 
 logger = logging.getLogger(__name__)
@@ -206,8 +206,3 @@ class Trainer:
         if self.writer is not None:
             self.writer.write(metrics, scored.samples)
         return metrics
-
-
-def config_summary(config: TrainConfig) -> dict:
-    """The resolved config as a plain dict (for printing)."""
-    return to_dict(config)

@@ -16,6 +16,22 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 
+def reward_z_frac_extreme(combined_N: np.ndarray, group_size: int) -> float:
+    """Share of samples whose within-group reward z-score (population std) has |z| >= 0.99.
+
+    The K=2 signature, whatever the estimator: with two different rewards both z-scores are
+    exactly ±1 however small the gap. (``adv_frac_extreme`` reads the advantages themselves; with
+    the unbiased std that grpo uses, K=2 gives ±0.707 and would not show it.)
+    """
+    z_hits = 0
+    groups = np.asarray(combined_N, dtype=np.float64).reshape(-1, group_size)
+    for row in groups:
+        ok = row[np.isfinite(row)]
+        if ok.size >= 2 and ok.max() > ok.min():
+            z_hits += int((np.abs((ok - ok.mean()) / ok.std()) >= 0.99).sum())
+    return z_hits / max(groups.size, 1)
+
+
 def rollout_metrics(table, rollout, adv_N, group_stats: dict) -> dict:
     """Reward, shape and DSL metrics of one rollout (before the update it feeds)."""
     details = table.details
@@ -33,6 +49,8 @@ def rollout_metrics(table, rollout, adv_N, group_stats: dict) -> dict:
         "unscorable_rate": sum(bool(d.get("unscorable")) for d in details) / n,
         "distinct_workflows": len({d["canonical"] for d in details if d["canonical"]}),
         "adv_frac_extreme": float((adv_N.abs() >= 0.99).float().mean()),
+        "reward_z_frac_extreme": reward_z_frac_extreme(combined, table.group_size),
+        "group_size": table.group_size,
         "adv_abs_mean": float(adv_N.abs().mean()),
         "completions/mean_length": float(lengths.mean()),
         "completions/min_length": float(lengths.min()),

@@ -93,3 +93,58 @@ def test_diagnose_and_analyze_explain_bad_paths(tmp_path):
     assert CliRunner().invoke(main, ["diagnose", str(tmp_path / "nope")]).exit_code == 2
     result = CliRunner().invoke(main, ["analyze"])
     assert result.exit_code == 2 and "RUN_DIR or --samples" in result.output
+
+
+def test_eval_base_and_trained_then_compare(tmp_path):
+    run_dir = tmp_path / "run"
+    assert (
+        invoke(
+            "train",
+            "--config",
+            "configs/tiny.yaml",
+            "--max-steps",
+            "1",
+            "--output-dir",
+            str(run_dir),
+        ).exit_code
+        == 0
+    )
+    base_json, trained_json = tmp_path / "base.json", tmp_path / "trained.json"
+    base = invoke(
+        "eval",
+        "--base",
+        "--model",
+        "tiny-random",
+        "--task",
+        "arithmetic:easy",
+        "--n",
+        "2",
+        "--k",
+        "2",
+        "--json",
+        str(base_json),
+    )
+    assert base.exit_code == 0, base.output
+    trained = invoke(
+        "eval",
+        "--adapter",
+        str(run_dir / "checkpoint-1"),
+        "--task",
+        "arithmetic:easy",
+        "--n",
+        "2",
+        "--json",
+        str(trained_json),
+    )
+    assert trained.exit_code == 0, trained.output
+    result = json.loads(base_json.read_text())
+    assert result["problems"] == 2 and result["samples"] == 4 and "pass@2" in result
+    assert 0 <= result["validity_rate"] <= 1 and result["fallback_rate"] >= 0
+    assert "+ " in json.loads(trained_json.read_text())["model"], "the adapter was loaded"
+    table = invoke("eval", "--compare", str(base_json), str(trained_json))
+    assert table.exit_code == 0 and "validity_rate" in table.output
+
+
+def test_eval_needs_exactly_one_model_source():
+    result = CliRunner().invoke(main, ["eval"])
+    assert result.exit_code == 2 and "--adapter" in result.output

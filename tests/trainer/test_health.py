@@ -266,3 +266,11 @@ def test_monitor_resumes_with_earlier_history():
     assert [a.name for a in monitor.observe(lines[3])] == ["deadlock"]
     with pytest.raises(TypeError, match="dict of metrics"):
         monitor.observe([1, 2])
+
+
+def test_adv_extreme_reads_reward_z_scores_only_for_groups_of_two():
+    from trainer.health import HealthConfig, check_adv_extreme
+
+    line = {"step": 1, "adv_frac_extreme": 0.0, "reward_z_frac_extreme": 1.0}
+    assert check_adv_extreme([{**line, "group_size": 2}], HealthConfig()) is not None
+    assert check_adv_extreme([{**line, "group_size": 8}], HealthConfig()) is None

@@ -1,0 +1,136 @@
+"""Write a run's trajectory (fallback rate, validity, reward, entropy per step) into a docs page.
+
+    python scripts/summarize_run.py runs/default --out docs --name default-run \
+        --command "flowgrpo train"
+
+Adds (or replaces) the section between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` in
+``OUT/RESULTS.md`` and writes ``OUT/figures/NAME.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+from pathlib import Path
+
+from trainer.diagnose import diagnose, read_jsonl
+
+
+def _figure(history: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [m["step"] for m in history]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for key in ("fallback_rate", "validity_rate", "reward"):
+        axes[0].plot(steps, [m.get(key) for m in history], marker="o", ms=3, label=key)
+    axes[0].set_xlabel("step")
+    axes[0].legend(fontsize=8)
+    axes[0].grid(alpha=0.3)
+    axes[1].plot(steps, [m.get("entropy") for m in history], marker="o", ms=3, color="C3")
+    axes[1].axhline(0.1, ls="--", color="gray", lw=1)
+    axes[1].set_xlabel("step")
+    axes[1].set_ylabel("token entropy (nats)")
+    axes[1].grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _window(history: list[dict], key: str, part: slice) -> float:
+    values = [m[key] for m in history[part] if m.get(key) is not None]
+    return statistics.mean(values) if values else float("nan")
+
+
+def section(run_dir: Path, name: str, command: str, out: Path) -> str:
+    history = read_jsonl(run_dir / "metrics.jsonl")
+    report = diagnose(run_dir)
+    fig = out / "figures" / f"{name}.png"
+    _figure(history, fig)
+    n = len(history)
+    third = max(n // 3, 1)
+    first, last = slice(0, third), slice(n - third, n)
+    keys = (
+        "fallback_rate",
+        "validity_rate",
+        "reward",
+        "entropy",
+        "distinct_workflows",
+        "frac_reward_zero_std",
+        "step_time",
+    )
+    rows = ["| metric | first third of the run | last third |", "|---|---|---|"]
+    rows += [
+        f"| {k} | {_window(history, k, first):.3f} | {_window(history, k, last):.3f} |"
+        for k in keys
+    ]
+    per_step = [
+        "| step | fallback | valid | reward | entropy | distinct | rollback | s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    per_step += [
+        f"| {m['step']} | {m['fallback_rate']:.2f} | {m['validity_rate']:.2f} | "
+        f"{m['reward']:.3f} | {m.get('entropy') or float('nan'):.2f} | "
+        f"{m['distinct_workflows']} | {'yes' if m.get('rollback') else ''} | "
+        f"{m['step_time']:.0f} |"
+        for m in history
+    ]
+    alerts = (
+        ", ".join(
+            f"{c.name} (first at step {c.steps[0]}, {len(c.steps)} steps)"
+            for c in report.checks
+            if c.steps
+        )
+        or "none"
+    )
+    wall = sum(m["step_time"] for m in history)
+    return "\n".join(
+        [
+            f"<!-- {name}:start -->",
+            f"## `{command}`",
+            "",
+            f"Measured on {platform.machine()}, 2 CPU cores, Python {platform.python_version()}: "
+            f"{n} steps, {wall / 60:.1f} minutes of step time. Collapse detector: "
+            f"{report.collapses} of {report.updates} updates ({report.collapse_rate:.0%}); "
+            f"rollbacks: {report.rollbacks}; alerts: {alerts}.",
+            "",
+            *rows,
+            "",
+            f"![{name}](figures/{name}.png)",
+            "",
+            "<details><summary>every step</summary>",
+            "",
+            *per_step,
+            "",
+            "</details>",
+            f"<!-- {name}:end -->",
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir")
+    parser.add_argument("--out", default="docs")
+    parser.add_argument("--name", default="default-run")
+    parser.add_argument("--command", default="flowgrpo train")
+    args = parser.parse_args()
+    out = Path(args.out)
+    text = section(Path(args.run_dir), args.name, args.command, out)
+    path = out / "RESULTS.md"
+    old = path.read_text(encoding="utf-8") if path.exists() else "# Results\n"
+    start, end = f"<!-- {args.name}:start -->", f"<!-- {args.name}:end -->"
+    if start in old and end in old:
+        new = old[: old.index(start)] + text + old[old.index(end) + len(end) :]
+    else:
+        new = old.rstrip() + "\n\n" + text + "\n"
+    path.write_text(new, encoding="utf-8")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
