@@ -142,10 +142,10 @@ def compare(a: dict, b: dict) -> str:
     keys = list(COMPARE_KEYS)
     keys += sorted(x for x in set(a) & set(b) if x.startswith("pass@") and x not in keys)
     rows = [
-        f"{'metric':30s} {'A':>12s} {'B':>12s} {'B - A':>10s}",
-        f"{'model':30s} {str(a.get('model', '?'))[-12:]:>12s} "
-        f"{str(b.get('model', '?'))[-12:]:>12s}",
+        f"{name}: {r.get('model', '?')} ({r.get('task')}, n={r.get('problems')}, k={r.get('k')})"
+        for name, r in (("A", a), ("B", b))
     ]
+    rows.append(f"{'metric':30s} {'A':>12s} {'B':>12s} {'B - A':>10s}")
     for key in keys:
         va, vb = a.get(key), b.get(key)
         if isinstance(va, (int, float)) and isinstance(vb, (int, float)):
