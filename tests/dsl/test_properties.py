@@ -110,7 +110,7 @@ def test_random_text_only_ever_gives_a_report_or_a_syntax_error(text):
 def test_mutated_workflows_only_ever_give_a_report_or_a_syntax_error(workflow, rng, n):
     chars = list(canonical(workflow))
     for _ in range(n):
-        op = rng.choice(["delete", "insert", "replace"])
+        op = rng.choice(["delete", "insert", "replace"]) if chars else "insert"
         at = rng.randrange(len(chars) + (op == "insert"))
         if op == "delete" and chars:
             chars.pop(min(at, len(chars) - 1))
