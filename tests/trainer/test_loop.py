@@ -200,3 +200,31 @@ def test_a_failed_save_leaves_the_last_good_checkpoint(tmp_path, monkeypatch):
         trainer._save()
     assert ckpt.latest_checkpoint(tmp_path) == good
     assert not list(tmp_path.glob(".checkpoint-*")), "temporary directory removed"
+
+
+def test_a_run_stops_on_an_alert_named_in_stop_on(tmp_path, monkeypatch):
+    from trainer.health import EXIT_CODE_ALERT_STOP
+
+    monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(lambda g: [PROSE] * 8))
+    cfg = tiny_config(tmp_path, "optim.max_steps=10", "health.stop_on=[deadlock]",
+                      "rollout.max_resample_rounds=0")
+    result = Trainer(cfg, executor=executor()).train()
+    assert result.exit_code == EXIT_CODE_ALERT_STOP
+    assert result.steps == 3, "deadlock = 3 consecutive zero-variance steps"
+    assert "deadlock" in result.stop_reason
+    assert result.checkpoint is not None and result.checkpoint.name == "checkpoint-3"
+
+
+def test_tensorboard_event_files_hold_the_same_scalars(tmp_path, monkeypatch):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(mixed()))
+    Trainer(tiny_config(tmp_path, "optim.max_steps=2", "logging.tensorboard=true"),
+            executor=executor()).train()
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"reward", "entropy", "frac_reward_zero_std", "fallback_rate"} <= tags
+    line = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[1])
+    logged = events.Scalars("validity_rate")[-1]
+    assert logged.step == 2 and logged.value == pytest.approx(line["validity_rate"])
