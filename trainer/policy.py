@@ -65,11 +65,6 @@ def count_parameters(model) -> tuple[int, int]:
     return trainable, sum(p.numel() for p in model.parameters())
 
 
-def trainable_state(model) -> dict:
-    """Names -> tensors of the trainable (LoRA) parameters."""
-    return {n: p for n, p in model.named_parameters() if p.requires_grad}
-
-
 @contextlib.contextmanager
 def merged_adapter(model, enabled: bool = True) -> Iterator[None]:
     """Generate on merged LoRA weights (faster than the unmerged adapter), unmerge afterwards.
