@@ -34,8 +34,21 @@ def main() -> None:
     rows = []
     for name, source in targets:
         result = out / f"{name}.json"
-        cmd = [sys.executable, "-m", "trainer.cli", "eval", *source, "--task", args.task,
-               "--n", str(args.n), "--k", str(args.k), "--json", str(result)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "trainer.cli",
+            "eval",
+            *source,
+            "--task",
+            args.task,
+            "--n",
+            str(args.n),
+            "--k",
+            str(args.k),
+            "--json",
+            str(result),
+        ]
         subprocess.run(cmd, check=True)
         rows.append({**json.loads(result.read_text(encoding="utf-8")), "model": name})
     keys = [*COMPARE_KEYS, f"pass@{args.k}"] if args.k > 1 else list(COMPARE_KEYS)
@@ -44,8 +57,10 @@ def main() -> None:
         writer.writerow(["model", *keys])
         writer.writerows([[r["model"], *(r.get(k) for k in keys)] for r in rows])
     lines = ["| model | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-    lines += ["| " + r["model"] + " | " + " | ".join(f"{r.get(k, float('nan')):.3f}"
-                                                       for k in keys) + " |" for r in rows]
+    lines += [
+        "| " + r["model"] + " | " + " | ".join(f"{r.get(k, float('nan')):.3f}" for k in keys) + " |"
+        for r in rows
+    ]
     (out / "table.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
 

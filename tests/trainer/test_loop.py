@@ -206,8 +206,9 @@ def test_a_run_stops_on_an_alert_named_in_stop_on(tmp_path, monkeypatch):
     from trainer.health import EXIT_CODE_ALERT_STOP
 
     monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(lambda g: [PROSE] * 8))
-    cfg = tiny_config(tmp_path, "optim.max_steps=10", "health.stop_on=[deadlock]",
-                      "rollout.max_resample_rounds=0")
+    cfg = tiny_config(
+        tmp_path, "optim.max_steps=10", "health.stop_on=[deadlock]", "rollout.max_resample_rounds=0"
+    )
     result = Trainer(cfg, executor=executor()).train()
     assert result.exit_code == EXIT_CODE_ALERT_STOP
     assert result.steps == 3, "deadlock = 3 consecutive zero-variance steps"
@@ -219,8 +220,9 @@ def test_tensorboard_event_files_hold_the_same_scalars(tmp_path, monkeypatch):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(mixed()))
-    Trainer(tiny_config(tmp_path, "optim.max_steps=2", "logging.tensorboard=true"),
-            executor=executor()).train()
+    Trainer(
+        tiny_config(tmp_path, "optim.max_steps=2", "logging.tensorboard=true"), executor=executor()
+    ).train()
     events = EventAccumulator(str(tmp_path / "tensorboard"))
     events.Reload()
     tags = set(events.Tags()["scalars"])
