@@ -17,10 +17,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from dsl import Cond, Loop, Node, Op, Parallel, Seq, Workflow, canonical, validate
+from dsl import Cond, Loop, Node, Op, Parallel, Seq, Workflow, validate
 from operators.cache import ExecutionCache
 from operators.llm import LLM
 from operators.ops import OpSettings, get_operator
@@ -310,7 +310,7 @@ def run_workflows(
         from operators.checkers import check_answer as check
     sandbox = sandbox or _default_sandbox
     results: list[ExecutionResult | None] = [None] * len(pairs)
-    todo: dict[tuple, list[int]] = {}
+    todo: dict[tuple, tuple[Workflow, Problem, list[int]]] = {}
     for i, (workflow, problem) in enumerate(pairs):
         report = validate(workflow, domain=problem.domain)
         if not report.ok:
@@ -324,21 +324,17 @@ def run_workflows(
         if hit is not None:
             results[i] = hit
         else:
-            todo.setdefault(key, []).append(i)
+            todo.setdefault(key, (report.workflow, problem, []))[2].append(i)
     keys = list(todo)
-    runs = [_start(_as_workflow(pairs[todo[k][0]][0]), pairs[todo[k][0]][1], limits) for k in keys]
+    runs = [_start(todo[k][0], todo[k][1], limits) for k in keys]
     _drive(runs, llm, limits, sandbox, on_round)
     for key, run in zip(keys, runs):
         result = _finish(run, check)
         if cache is not None and not result.unscorable:
             cache.put(key, result)
-        for i in todo[key]:
+        for i in todo[key][2]:
             results[i] = result
     return results  # type: ignore[return-value]
-
-
-def _as_workflow(workflow: Workflow | str) -> Workflow:
-    return workflow if isinstance(workflow, Workflow) else validate(workflow).workflow
 
 
 def _drive(runs: list[_Run], llm: LLM, limits: Limits, sandbox, on_round) -> None:
@@ -376,12 +372,4 @@ def describe(result: ExecutionResult) -> str:
     )
 
 
-__all__ = [
-    "ExecutionResult",
-    "Limits",
-    "canonical",
-    "describe",
-    "replace",
-    "run_workflow",
-    "run_workflows",
-]
+__all__ = ["ExecutionResult", "Limits", "describe", "run_workflow", "run_workflows"]

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from operators.interpreter import ExecutionResult
     from rewards.history import RecentWorkflows
     from rewards.sample import Sample
     from rewards.spec import RewardOptions
@@ -128,12 +129,21 @@ def accuracy(group: Sequence[Sample], options: RewardOptions, history=None) -> n
     return _array(_accuracy(s, options) for s in group)
 
 
-def _accuracy(sample: Sample, options: RewardOptions) -> float:
+def _executed(sample: Sample) -> float | ExecutionResult:
+    """The sample's execution, or the score of one that has none: 0 for a sample that was
+    not run because it is invalid or prose, NaN for a valid one not run or unscorable."""
     if not sample.valid:
         return 0.0
     run = sample.execution
     if run is None or run.unscorable:
         return math.nan
+    return run
+
+
+def _accuracy(sample: Sample, options: RewardOptions) -> float:
+    run = _executed(sample)
+    if isinstance(run, float):
+        return run
     if run.correct:
         return 1.0
     return min(_partial_credit(sample, options), options.max_partial_credit)
@@ -176,11 +186,9 @@ def cost(group: Sequence[Sample], options: RewardOptions, history=None) -> np.nd
 
 
 def _cost(sample: Sample, options: RewardOptions) -> float:
-    if not sample.valid:
-        return 0.0
-    run = sample.execution
-    if run is None or run.unscorable:
-        return math.nan
+    run = _executed(sample)
+    if isinstance(run, float):
+        return run
     score = 1.0 - min(run.calls, options.cost_max_calls) / options.cost_max_calls
     if options.cost_max_tokens is None:
         return score
