@@ -2,19 +2,19 @@
 
 Usable alone as a validator library; imports nothing heavy (no torch)::
 
-    from dsl import parse, validate, extract, canonical, DSLSyntaxError
+    from flowgrpo.dsl import parse, validate, extract, canonical, DSLSyntaxError
 
     report = validate("Custom -> Programmer -> Review ? Revise : done", domain="math")
     report.ok, report.structure, report.canonical
 """
 
-from dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow, walk
-from dsl.canonical import canonical
-from dsl.errors import DSLError, DSLSyntaxError
-from dsl.extract import Extraction, extract
-from dsl.operators import DOMAINS, OPERATORS, OperatorSpec, operators_for_domain
-from dsl.parser import parse
-from dsl.validate import (
+from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow, walk
+from flowgrpo.dsl.canonical import canonical
+from flowgrpo.dsl.errors import DSLError, DSLSyntaxError
+from flowgrpo.dsl.extract import Extraction, extract
+from flowgrpo.dsl.operators import DOMAINS, OPERATORS, OperatorSpec, operators_for_domain
+from flowgrpo.dsl.parser import parse
+from flowgrpo.dsl.validate import (
     DEFAULT_LIMITS,
     STRUCTURES,
     Limits,

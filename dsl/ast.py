@@ -82,7 +82,7 @@ class Workflow:
     root: Node
 
     def __str__(self) -> str:  # pragma: no cover - convenience
-        from dsl.canonical import canonical
+        from flowgrpo.dsl.canonical import canonical
 
         return canonical(self)
 

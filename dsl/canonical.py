@@ -6,7 +6,7 @@ redundant parentheses in the source do not change the canonical form.
 
 from __future__ import annotations
 
-from dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow
+from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow
 
 _QUOTE = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 

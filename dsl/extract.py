@@ -15,9 +15,9 @@ import functools
 import re
 from dataclasses import dataclass
 
-from dsl.errors import DSLSyntaxError
-from dsl.operators import OPERATORS
-from dsl.parser import parse
+from flowgrpo.dsl.errors import DSLSyntaxError
+from flowgrpo.dsl.operators import OPERATORS
+from flowgrpo.dsl.parser import parse
 
 _TAG_RE = re.compile(r"<workflow>(.*?)(?:</workflow>|$)", re.DOTALL | re.IGNORECASE)
 _FENCE_RE = re.compile(r"```[^\n`]*\n?(.*?)(?:```|$)", re.DOTALL)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import random
 
-from dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow
-from dsl.operators import CHECKER, GENERATOR, OPERATORS, REFINER
+from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow
+from flowgrpo.dsl.operators import CHECKER, GENERATOR, OPERATORS, REFINER
 
 _GENERATORS = [n for n, s in OPERATORS.items() if s.role == GENERATOR]
 _CHECKERS = [n for n, s in OPERATORS.items() if s.role == CHECKER]
@@ -26,7 +26,7 @@ def random_workflow(
     domain: str | None = None,
 ) -> Workflow:
     """A random workflow with up to ``max_steps`` top-level steps and nesting ``max_depth``."""
-    from dsl.validate import validate  # local: validate imports this module's siblings
+    from flowgrpo.dsl.validate import validate  # local: validate imports this module's siblings
 
     while True:
         steps = [_op(rng, _GENERATORS)]

@@ -17,9 +17,9 @@ from importlib.resources import files
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
-from dsl.ast import Cond, Loop, Op, Parallel, Seq, Workflow
-from dsl.errors import DSLSyntaxError
-from dsl.operators import OPERATORS
+from flowgrpo.dsl.ast import Cond, Loop, Op, Parallel, Seq, Workflow
+from flowgrpo.dsl.errors import DSLSyntaxError
+from flowgrpo.dsl.operators import OPERATORS
 
 _ESCAPES = {"n": "\n", "r": "\r", "t": "\t"}
 _ESCAPE_RE = re.compile(r"\\(.)", re.DOTALL)
@@ -64,7 +64,7 @@ class _ToAST(Transformer):
 @functools.cache
 def _lark() -> Lark:
     """The reference parser: pure-Python Lark, used for error reports (it knows ``accepts``)."""
-    grammar = files("dsl").joinpath("workflow.lark").read_text(encoding="utf-8")
+    grammar = files(__package__).joinpath("workflow.lark").read_text(encoding="utf-8")
     return Lark(grammar, parser="lalr", lexer="contextual", strict=True, transformer=_ToAST())
 
 
@@ -79,7 +79,7 @@ def _fast_lark() -> Lark:
         import lark_cython
     except ImportError:  # optional accelerator
         return _lark()
-    grammar = files("dsl").joinpath("workflow.lark").read_text(encoding="utf-8")
+    grammar = files(__package__).joinpath("workflow.lark").read_text(encoding="utf-8")
     return Lark(
         grammar,
         parser="lalr",

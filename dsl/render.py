@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dsl.validate import Problem, Report
+from flowgrpo.dsl.validate import Problem, Report
 
 
 def report_to_dict(report: Report) -> dict:

@@ -29,11 +29,11 @@ import difflib
 import functools
 from dataclasses import dataclass, field
 
-from dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow, walk
-from dsl.canonical import canonical
-from dsl.errors import DSLSyntaxError
-from dsl.operators import CHECKER, ENSEMBLER, GENERATOR, OPERATORS, operators_for_domain
-from dsl.parser import parse
+from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow, walk
+from flowgrpo.dsl.canonical import canonical
+from flowgrpo.dsl.errors import DSLSyntaxError
+from flowgrpo.dsl.operators import CHECKER, ENSEMBLER, GENERATOR, OPERATORS, operators_for_domain
+from flowgrpo.dsl.parser import parse
 
 STRUCTURES = ("single", "chain", "conditional", "loop", "parallel")
 

@@ -1,9 +1,9 @@
 """Executing workflows: LLM backends, the code sandbox, the operator set, the interpreter, tasks
 and answer checkers (DESIGN.md, "Execution").
 
-    from operators.backends import make_backend
-    from operators.interpreter import run_workflows
-    from operators.tasks import load_task
+    from flowgrpo.operators.backends import make_backend
+    from flowgrpo.operators.interpreter import run_workflows
+    from flowgrpo.operators.tasks import load_task
 
     llm = make_backend("hf", name_or_path="default")          # or "openai" / "scripted"
     problems = load_task("arithmetic", n=5, split="test")

@@ -67,8 +67,8 @@ class ExecutionCache:
         }
 
     def _load(self) -> None:
-        from operators.interpreter import ExecutionResult
-        from operators.state import TraceEntry
+        from flowgrpo.operators.interpreter import ExecutionResult
+        from flowgrpo.operators.state import TraceEntry
 
         bad = 0
         for line in self.path.read_text(encoding="utf-8").splitlines():

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from operators.tasks.base import Problem
+from flowgrpo.operators.tasks.base import Problem
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +327,7 @@ def check_code(
     Raises:
         ValueError: ``tests`` is empty (a problem without tests cannot be scored).
     """
-    from operators.sandbox import run_python  # lazily: the checker module stays light
+    from flowgrpo.operators.sandbox import run_python  # lazily: the checker module stays light
 
     tests = [tests] if isinstance(tests, str) else list(tests)
     if not tests:

@@ -20,12 +20,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsl import Cond, Loop, Node, Op, Parallel, Seq, Workflow, validate
-from operators.cache import ExecutionCache
-from operators.llm import LLM
-from operators.ops import OpSettings, get_operator
-from operators.state import Ask, OpGen, State, TraceEntry
-from operators.tasks.base import Problem
+from flowgrpo.dsl import Cond, Loop, Node, Op, Parallel, Seq, Workflow, validate
+from flowgrpo.operators.cache import ExecutionCache
+from flowgrpo.operators.llm import LLM
+from flowgrpo.operators.ops import OpSettings, get_operator
+from flowgrpo.operators.state import Ask, OpGen, State, TraceEntry
+from flowgrpo.operators.tasks.base import Problem
 
 logger = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ def _perform_code(items: list, sandbox: Callable, out: dict) -> None:
 
 
 def _default_sandbox(codes: list[str], timeouts: list[float]) -> list:
-    from operators.sandbox import run_python_batch
+    from flowgrpo.operators.sandbox import run_python_batch
 
     return run_python_batch(codes, timeout_s=max(timeouts))
 
@@ -307,7 +307,7 @@ def run_workflows(
     """
     limits = limits or Limits()
     if check is None:
-        from operators.checkers import check_answer as check
+        from flowgrpo.operators.checkers import check_answer as check
     sandbox = sandbox or _default_sandbox
     results: list[ExecutionResult | None] = [None] * len(pairs)
     todo: dict[tuple, tuple[Workflow, Problem, list[int]]] = {}

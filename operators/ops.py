@@ -14,11 +14,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dsl import OPERATORS
-from operators import prompts
-from operators.checkers import extract_code as _extract_code
-from operators.llm import GenerationRequest, Message
-from operators.state import Ask, OpGen, RunCode, State
+from flowgrpo.dsl import OPERATORS
+from flowgrpo.operators import prompts
+from flowgrpo.operators.checkers import extract_code as _extract_code
+from flowgrpo.operators.llm import GenerationRequest, Message
+from flowgrpo.operators.state import Ask, OpGen, RunCode, State
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from operators.llm import GenerationRequest
-from operators.tasks.base import Problem
+from flowgrpo.operators.llm import GenerationRequest
+from flowgrpo.operators.tasks.base import Problem
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ Each component scores the K completions of one problem (a group), one score in [
 sample, NaN where the sample cannot be scored (the executor failed: *unscorable*, never a silent
 0). The trainer calls :func:`score_batch` and gets a :class:`RewardTable`::
 
-    from rewards import RewardSpec, score_batch, weighted_sum
+    from flowgrpo.rewards import RewardSpec, score_batch, weighted_sum
 
     table = score_batch(problems, completions, group_size=8, spec=RewardSpec(), llm=executor)
     table.names, table.scores        # ('validity', 'accuracy', 'diversity', 'cost'), [N, 4]
@@ -13,15 +13,15 @@ sample, NaN where the sample cannot be scored (the executor failed: *unscorable*
 Depends on ``dsl`` and ``operators``; never imports the trainer.
 """
 
-from rewards.components import (
+from flowgrpo.rewards.components import (
     ComponentFn,
     available_components,
     get_component,
     register_component,
 )
-from rewards.history import RecentWorkflows
-from rewards.sample import Sample, make_sample
-from rewards.score import (
+from flowgrpo.rewards.history import RecentWorkflows
+from flowgrpo.rewards.sample import Sample, make_sample
+from flowgrpo.rewards.score import (
     RewardTable,
     fill_group_mean,
     prepare_samples,
@@ -29,7 +29,7 @@ from rewards.score import (
     score_samples,
     weighted_sum,
 )
-from rewards.spec import DEFAULT_WEIGHTS, DIVERSITY_METRICS, RewardOptions, RewardSpec
+from flowgrpo.rewards.spec import DEFAULT_WEIGHTS, DIVERSITY_METRICS, RewardOptions, RewardSpec
 
 __all__ = [
     "DEFAULT_WEIGHTS",

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from operators.interpreter import ExecutionResult
-    from rewards.history import RecentWorkflows
-    from rewards.sample import Sample
-    from rewards.spec import RewardOptions
+    from flowgrpo.operators.interpreter import ExecutionResult
+    from flowgrpo.rewards.history import RecentWorkflows
+    from flowgrpo.rewards.sample import Sample
+    from flowgrpo.rewards.spec import RewardOptions
 
 ComponentFn = Callable[["Sequence[Sample]", "RewardOptions", "RecentWorkflows | None"], np.ndarray]
 
@@ -155,7 +155,7 @@ def _partial_credit(sample: Sample, options: RewardOptions) -> float:
     if domain == "math":
         if not options.graded_math or run.answer is None or problem.answer is None:
             return 0.0
-        from operators.checkers import graded_math
+        from flowgrpo.operators.checkers import graded_math
 
         try:
             return graded_math(run.answer, problem.answer)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dsl import Extraction, Report, extract, validate
-from operators.interpreter import ExecutionResult
-from operators.tasks.base import Problem
+from flowgrpo.dsl import Extraction, Report, extract, validate
+from flowgrpo.operators.interpreter import ExecutionResult
+from flowgrpo.operators.tasks.base import Problem
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from operators.tasks.base import Problem
-from rewards.components import get_component
-from rewards.history import RecentWorkflows
-from rewards.sample import Sample, make_sample
-from rewards.spec import RewardSpec
+from flowgrpo.operators.tasks.base import Problem
+from flowgrpo.rewards.components import get_component
+from flowgrpo.rewards.history import RecentWorkflows
+from flowgrpo.rewards.sample import Sample, make_sample
+from flowgrpo.rewards.spec import RewardSpec
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def prepare_samples(
             f"{len(todo)} valid workflow(s) need an executor: pass llm=..., or execute=False "
             "to score without running them"
         )
-    from operators.interpreter import run_workflows
+    from flowgrpo.operators.interpreter import run_workflows
 
     pairs = [(samples[i].canonical, samples[i].problem) for i in todo]
     results = run_workflows(pairs, llm, limits=limits, cache=cache, check=check, sandbox=sandbox)

@@ -160,7 +160,7 @@ class RewardSpec:
     options: RewardOptions = field(default_factory=RewardOptions)
 
     def __post_init__(self):
-        from rewards.components import available_components
+        from flowgrpo.rewards.components import available_components
 
         if not isinstance(self.weights, Mapping):
             raise ValueError(

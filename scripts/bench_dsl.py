@@ -13,10 +13,10 @@ import platform
 import random
 import time
 
-from dsl import canonical, validate
-from dsl.generate import random_workflow
-from dsl.parser import _parse_or_error
-from dsl.validate import _validate_cached
+from flowgrpo.dsl import canonical, validate
+from flowgrpo.dsl.generate import random_workflow
+from flowgrpo.dsl.parser import _parse_or_error
+from flowgrpo.dsl.validate import _validate_cached
 
 
 def _distinct_texts(n: int, seed: int) -> list[str]:

@@ -16,11 +16,11 @@ import platform
 import random
 import time
 
-from operators.backends.hf import HFBackend
-from operators.cache import ExecutionCache
-from operators.interpreter import Limits, run_workflows
-from operators.ops import OpSettings
-from operators.tasks import load_task
+from flowgrpo.operators.backends.hf import HFBackend
+from flowgrpo.operators.cache import ExecutionCache
+from flowgrpo.operators.interpreter import Limits, run_workflows
+from flowgrpo.operators.ops import OpSettings
+from flowgrpo.operators.tasks import load_task
 
 WORKFLOWS = [
     "Custom -> Format",

@@ -33,8 +33,8 @@ def _peak_rss_gb() -> float:
 
 
 def run_ours(steps: int, out: Path) -> dict:
-    from trainer.config import load_config
-    from trainer.loop import Trainer
+    from flowgrpo.trainer.config import load_config
+    from flowgrpo.trainer.loop import Trainer
 
     cfg = load_config(
         None,
@@ -68,13 +68,13 @@ def run_trl(steps: int, out: Path, checkpointing: bool) -> dict:
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from dsl import extract
-    from operators.backends.hf import load_hf_model
-    from operators.tasks import load_task
-    from rewards.components import get_component
-    from rewards.sample import make_sample
-    from rewards.spec import RewardOptions
-    from trainer.prompt import build_messages
+    from flowgrpo.dsl import extract
+    from flowgrpo.operators.backends.hf import load_hf_model
+    from flowgrpo.operators.tasks import load_task
+    from flowgrpo.rewards.components import get_component
+    from flowgrpo.rewards.sample import make_sample
+    from flowgrpo.rewards.spec import RewardOptions
+    from flowgrpo.trainer.prompt import build_messages
 
     model, tok = load_hf_model("default")
     problems = load_task("arithmetic", n=64, seed=0, split="train")

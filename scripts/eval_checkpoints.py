@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trainer.checkpoint import list_checkpoints
-from trainer.evaluate import COMPARE_KEYS
+from flowgrpo.trainer.checkpoint import list_checkpoints
+from flowgrpo.trainer.evaluate import COMPARE_KEYS
 
 
 def main() -> None:
@@ -37,7 +37,7 @@ def main() -> None:
         cmd = [
             sys.executable,
             "-m",
-            "trainer.cli",
+            "flowgrpo.trainer.cli",
             "eval",
             *source,
             "--task",

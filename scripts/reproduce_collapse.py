@@ -57,8 +57,8 @@ START, END = "<!-- collapse-study:start -->", "<!-- collapse-study:end -->"
 
 def run_one(name: str, seed: int, args, base) -> dict:
     """Train one configuration; returns its summary row."""
-    from trainer.config import load_config
-    from trainer.loop import Trainer
+    from flowgrpo.trainer.config import load_config
+    from flowgrpo.trainer.loop import Trainer
 
     run_dir = Path(args.runs_dir) / f"{name}_seed{seed}"
     common = [
@@ -82,8 +82,8 @@ def run_one(name: str, seed: int, args, base) -> dict:
 
 def summarize(name: str, seed: int, run_dir: Path) -> dict:
     """The table row of a finished run directory (metrics.jsonl, samples.jsonl, config.yaml)."""
-    from trainer.collapse import replay
-    from trainer.diagnose import load_health_config, read_jsonl
+    from flowgrpo.trainer.collapse import replay
+    from flowgrpo.trainer.diagnose import load_health_config, read_jsonl
 
     health, _ = load_health_config(run_dir)
     history = read_jsonl(run_dir / "metrics.jsonl")
@@ -241,8 +241,8 @@ def main() -> None:
     out = Path(args.out)
     base = None
     if not args.smoke and not args.from_runs:
-        from operators.backends.hf import load_hf_model
-        from trainer.policy import _pad
+        from flowgrpo.operators.backends.hf import load_hf_model
+        from flowgrpo.trainer.policy import _pad
 
         model, tokenizer = load_hf_model("default")
         base = (model, _pad(tokenizer))

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from dsl import OPERATORS, STRUCTURES, extract, validate
+from flowgrpo.dsl import OPERATORS, STRUCTURES, extract, validate
 
 OCCURRENCE_KINDS = ("chain", "conditional", "loop", "parallel", "instruction")
 AUTO_WINDOWS = 10  # rows without steps and no window given: this many windows
@@ -342,7 +342,7 @@ def _format_trends(report: AnalyzeReport, max_rows: int) -> list[str]:
 def plot_analyze(report: AnalyzeReport, out_dir: str | Path) -> list[Path]:
     """Write bar charts (top_workflows.png, operators.png, structures.png) and trends.png into
     ``out_dir``; charts with nothing to show are skipped. Returns the files written."""
-    from trainer import plots
+    from flowgrpo.trainer import plots
 
     out_dir = Path(out_dir)
     charts = [

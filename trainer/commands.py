@@ -13,8 +13,8 @@ from pathlib import Path
 
 import click
 
-from dsl import validate
-from dsl.render import format_report
+from flowgrpo.dsl import validate
+from flowgrpo.dsl.render import format_report
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -24,7 +24,7 @@ def _fail(message: str, code: int = 2) -> None:
 
 def load_problems(task: str, n: int, seed: int, split: str):
     """Problems of a task spec, or a clear CLI error."""
-    from operators.tasks import load_task
+    from flowgrpo.operators.tasks import load_task
 
     try:
         return load_task(task, n=n, seed=seed, split=split)
@@ -34,7 +34,7 @@ def load_problems(task: str, n: int, seed: int, split: str):
 
 def make_executor(executor: str, model: str, base_url: str | None):
     """The executor backend for the CLI, with errors turned into messages."""
-    from operators.backends import make_backend
+    from flowgrpo.operators.backends import make_backend
 
     try:
         if executor == "openai":
@@ -51,7 +51,7 @@ def make_executor(executor: str, model: str, base_url: str | None):
 def run_workflow_command(
     workflow, task, n, split, seed, executor, model, base_url, trace, as_json
 ) -> None:
-    from operators.interpreter import describe, run_workflows
+    from flowgrpo.operators.interpreter import describe, run_workflows
 
     report = validate(workflow)
     if not report.ok:
@@ -98,7 +98,7 @@ def run_workflow_command(
 
 
 def _resolve_config(config_path, overrides, max_steps, output_dir):
-    from trainer.config import ConfigError, load_config
+    from flowgrpo.trainer.config import ConfigError, load_config
 
     extra = list(overrides)
     if max_steps:
@@ -124,18 +124,18 @@ def _console_logging() -> None:
         handler = _TqdmLoggingHandler()
         handler.setFormatter(logging.Formatter("%(message)s"))
         root.addHandler(handler)
-    for name in ("trainer", "operators", "rewards"):
+    for name in ("flowgrpo",):
         logging.getLogger(name).setLevel(logging.INFO)
 
 
 def train_command(config_path, overrides, max_steps, output_dir, resume, dry_run) -> None:
     import yaml
 
-    from trainer.config import to_dict
+    from flowgrpo.trainer.config import to_dict
 
     cfg = _resolve_config(config_path, overrides, max_steps, output_dir)
     if dry_run:
-        from trainer.estimate import estimate
+        from flowgrpo.trainer.estimate import estimate
 
         click.echo(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         click.echo("memory estimate (not a measurement):")
@@ -144,8 +144,8 @@ def train_command(config_path, overrides, max_steps, output_dir, resume, dry_run
     _console_logging()
     from tqdm import tqdm
 
-    from trainer.loop import Trainer
-    from trainer.metrics import console_line
+    from flowgrpo.trainer.loop import Trainer
+    from flowgrpo.trainer.metrics import console_line
 
     click.echo(f"run directory: {cfg.logging.output_dir}")
     click.echo(f"loading model {cfg.model.name_or_path!r} ...")
@@ -173,7 +173,7 @@ def train_command(config_path, overrides, max_steps, output_dir, resume, dry_run
 
 
 def diagnose_command(run_dir, as_json: bool, plots: bool) -> None:
-    from trainer.diagnose import diagnose, diagnose_to_json, format_diagnose, plot_run
+    from flowgrpo.trainer.diagnose import diagnose, diagnose_to_json, format_diagnose, plot_run
 
     try:
         report = diagnose(run_dir)
@@ -196,8 +196,8 @@ def diagnose_command(run_dir, as_json: bool, plots: bool) -> None:
 
 
 def analyze_command(run_dir, samples_file, field, top, window, as_json, plots_dir) -> None:
-    from trainer.analyze import analyze_samples, format_analyze, plot_analyze, report_to_json
-    from trainer.diagnose import read_jsonl
+    from flowgrpo.trainer.analyze import analyze_samples, format_analyze, plot_analyze, report_to_json
+    from flowgrpo.trainer.diagnose import read_jsonl
 
     if (run_dir is None) == (samples_file is None):
         _fail("give either RUN_DIR or --samples FILE")
@@ -241,8 +241,8 @@ def eval_command(
     json_out,
     compare,
 ) -> None:
-    from trainer.evaluate import EvalSettings, format_eval
-    from trainer.evaluate import compare as compare_fn
+    from flowgrpo.trainer.evaluate import EvalSettings, format_eval
+    from flowgrpo.trainer.evaluate import compare as compare_fn
 
     if compare:
         a, b = (json.loads(Path(p).read_text(encoding="utf-8")) for p in compare)
@@ -253,7 +253,7 @@ def eval_command(
     _console_logging()
     from tqdm import tqdm
 
-    from trainer.evaluate import evaluate, load_for_eval
+    from flowgrpo.trainer.evaluate import evaluate, load_for_eval
 
     name = model or _model_of_run(adapter)
     try:
@@ -276,13 +276,13 @@ def eval_command(
 
 def _eval_executor(executor, policy, tokenizer, base_url, executor_model):
     if executor == "openai":
-        from operators.backends import make_backend
+        from flowgrpo.operators.backends import make_backend
 
         kwargs = {"base_url": base_url}
         if executor_model:
             kwargs["model"] = executor_model
         return make_backend("openai", **kwargs)
-    from operators.backends.hf import HFBackend
+    from flowgrpo.operators.backends.hf import HFBackend
 
     return HFBackend(
         policy,

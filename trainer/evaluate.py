@@ -51,7 +51,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 def load_for_eval(adapter: str | None, model_name: str):
     """(model, tokenizer, description): the base model, with the adapter of a checkpoint."""
-    from operators.backends.hf import load_hf_model
+    from flowgrpo.operators.backends.hf import load_hf_model
 
     model, tokenizer = load_hf_model(model_name)
     if tokenizer.pad_token is None:
@@ -74,9 +74,9 @@ def evaluate(
     model, tokenizer, settings: EvalSettings, executor, limits=None, progress=None
 ) -> dict:
     """Generate, validate, execute and summarise; returns a JSON-ready dict."""
-    from operators.tasks import load_task
-    from rewards import prepare_samples
-    from trainer.rollout import generate_rollout
+    from flowgrpo.operators.tasks import load_task
+    from flowgrpo.rewards import prepare_samples
+    from flowgrpo.trainer.rollout import generate_rollout
 
     problems = load_task(settings.task, n=settings.n, seed=settings.seed, split="test")
     start, samples, batch = time.perf_counter(), [], 4

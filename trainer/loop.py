@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from trainer.config import TrainConfig, save_config
-from trainer.health import EXIT_CODE_ALERT_STOP, HealthMonitor
+from flowgrpo.trainer.config import TrainConfig, save_config
+from flowgrpo.trainer.health import EXIT_CODE_ALERT_STOP, HealthMonitor
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class Trainer:
     # ------------------------------------------------------------------ setup
 
     def _setup(self, model, tokenizer, executor, resume: bool) -> None:
-        from trainer import setup
+        from flowgrpo.trainer import setup
 
         cfg = self.config
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -73,7 +73,7 @@ class Trainer:
         self.sampler = setup.sampler(cfg, self.rank)
         self.executor, self.exec_limits = setup.executor(cfg, self.model, self.tokenizer, executor)
         self.cache = setup.cache(cfg, self.run_dir)
-        from rewards import RecentWorkflows
+        from flowgrpo.rewards import RecentWorkflows
 
         self.history = RecentWorkflows()
         self.monitor = HealthMonitor(cfg.health)
@@ -84,8 +84,8 @@ class Trainer:
         self.writer = setup.writer(cfg, self.run_dir, self.accelerator.is_main_process)
 
     def _resume(self) -> None:
-        from trainer.checkpoint import latest_checkpoint, load_checkpoint
-        from trainer.metrics import truncate_jsonl
+        from flowgrpo.trainer.checkpoint import latest_checkpoint, load_checkpoint
+        from flowgrpo.trainer.metrics import truncate_jsonl
 
         path = latest_checkpoint(self.run_dir)
         if path is None:
@@ -96,7 +96,7 @@ class Trainer:
         self.sampler.load_state_dict(state["sampler"])
         self.monitor = HealthMonitor(self.config.health, state.get("metrics_history", ()))
         if state.get("recent_workflows"):
-            from rewards import RecentWorkflows
+            from flowgrpo.rewards import RecentWorkflows
 
             self.history = RecentWorkflows.from_dict(state["recent_workflows"])
         for name in ("metrics.jsonl", "samples.jsonl"):
@@ -141,7 +141,7 @@ class Trainer:
         return float(self.accelerator.reduce(t, reduction="sum")) > 0
 
     def _save(self):
-        from trainer.checkpoint import save_checkpoint
+        from flowgrpo.trainer.checkpoint import save_checkpoint
 
         self.accelerator.wait_for_everyone()
         if not self.accelerator.is_main_process:
@@ -162,7 +162,7 @@ class Trainer:
         )
 
     def _train_step(self) -> dict:
-        from trainer import step as step_mod
+        from flowgrpo.trainer import step as step_mod
 
         start = time.perf_counter()
         scored = step_mod.rollout_and_score(self)
@@ -187,7 +187,7 @@ class Trainer:
             )
         else:
             if self.config.health.guard == "rollback":
-                from trainer.guard import take_snapshot
+                from flowgrpo.trainer.guard import take_snapshot
 
                 self.snapshot = take_snapshot(self.model, self.optimizer, self.step)
             metrics.update(

@@ -16,7 +16,7 @@ logger = logging.getLogger(__name__)
 def load_policy(model_cfg, lora_cfg):
     """(peft model in train mode, tokenizer) from the ``model`` and ``lora`` config sections."""
 
-    from operators.backends.hf import load_hf_model
+    from flowgrpo.operators.backends.hf import load_hf_model
 
     model, tokenizer = load_hf_model(
         model_cfg.name_or_path, gguf_file=model_cfg.gguf_file, dtype=model_cfg.dtype

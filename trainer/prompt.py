@@ -12,8 +12,8 @@ disagrees with the validator; every example is checked by a test to be valid for
 
 from __future__ import annotations
 
-from dsl import OPERATORS, operators_for_domain
-from operators.tasks.base import Problem
+from flowgrpo.dsl import OPERATORS, operators_for_domain
+from flowgrpo.operators.tasks.base import Problem
 
 SYSTEM = "Reply with a workflow: operators joined by ->. Operators: {operators}."
 

@@ -13,9 +13,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from operators.tasks.base import Problem
-from trainer.policy import merged_adapter
-from trainer.prompt import render_prompt
+from flowgrpo.operators.tasks.base import Problem
+from flowgrpo.trainer.policy import merged_adapter
+from flowgrpo.trainer.prompt import render_prompt
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ def policy(cfg, model=None, tokenizer=None, device=None):
     import torch
     from accelerate.utils import set_seed
 
-    from operators.backends.tiny import TINY_NAME, build_tiny_model
-    from trainer.policy import _pad, load_policy, wrap_lora
+    from flowgrpo.operators.backends.tiny import TINY_NAME, build_tiny_model
+    from flowgrpo.trainer.policy import _pad, load_policy, wrap_lora
 
     set_seed(cfg.optim.seed)  # identical LoRA initialisation on every rank
     if model is None and cfg.model.name_or_path == TINY_NAME:
@@ -59,8 +59,8 @@ def optimizer(cfg, model):
 
 def sampler(cfg, rank: int):
     """The training problems (train split) and a seeded sampler (offset per rank)."""
-    from operators.tasks import load_task
-    from trainer.rollout import ProblemSampler
+    from flowgrpo.operators.tasks import load_task
+    from flowgrpo.trainer.rollout import ProblemSampler
 
     problems = load_task(
         cfg.rollout.task, n=cfg.rollout.train_size, seed=cfg.rollout.seed, split="train"
@@ -70,15 +70,15 @@ def sampler(cfg, rank: int):
 
 def executor(cfg, model, tokenizer, given=None):
     """(executor backend, interpreter limits) for ``rollout.executor``."""
-    from operators.backends import make_backend
-    from operators.interpreter import Limits
+    from flowgrpo.operators.backends import make_backend
+    from flowgrpo.operators.interpreter import Limits
 
     r = cfg.rollout
     limits = Limits(max_llm_calls=r.executor_max_calls, max_seconds=r.executor_max_seconds)
     if given is not None or not r.execute:
         return given, limits
     if r.executor == "shared":
-        from operators.backends.hf import HFBackend
+        from flowgrpo.operators.backends.hf import HFBackend
 
         name = getattr(model.config, "name_or_path", None) or cfg.model.name_or_path
         return HFBackend(
@@ -99,13 +99,13 @@ def executor(cfg, model, tokenizer, given=None):
 
 
 def cache(cfg, run_dir: Path):
-    from operators.cache import ExecutionCache
+    from flowgrpo.operators.cache import ExecutionCache
 
     path = cfg.rollout.cache_path
     return ExecutionCache(run_dir / path if path else None)
 
 
 def writer(cfg, run_dir: Path, main_process: bool):
-    from trainer.metrics import MetricsWriter
+    from flowgrpo.trainer.metrics import MetricsWriter
 
     return MetricsWriter(run_dir, cfg.logging.tensorboard) if main_process else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from operators.llm import LLM
+from flowgrpo.operators.llm import LLM
 
 BackendFactory = Callable[..., LLM]
 
@@ -47,7 +47,7 @@ def make_backend(kind: str, **kwargs: Any) -> LLM:
 
 
 def _make_hf(**kwargs: Any) -> LLM:
-    from operators.backends.hf import HFBackend
+    from flowgrpo.operators.backends.hf import HFBackend
 
     if "model" in kwargs or "tokenizer" in kwargs:
         return HFBackend(**kwargs)
@@ -55,13 +55,13 @@ def _make_hf(**kwargs: Any) -> LLM:
 
 
 def _make_openai(**kwargs: Any) -> LLM:
-    from operators.backends.openai_http import OpenAIBackend
+    from flowgrpo.operators.backends.openai_http import OpenAIBackend
 
     return OpenAIBackend(**kwargs)
 
 
 def _make_scripted(**kwargs: Any) -> LLM:
-    from operators.backends.scripted import ScriptedBackend
+    from flowgrpo.operators.backends.scripted import ScriptedBackend
 
     return ScriptedBackend(**kwargs)
 

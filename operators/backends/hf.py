@@ -19,8 +19,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from operators.backends.tiny import TINY_NAME, build_tiny_model
-from operators.llm import GenerationRequest, GenerationResult, Message
+from flowgrpo.operators.backends.tiny import TINY_NAME, build_tiny_model
+from flowgrpo.operators.llm import GenerationRequest, GenerationResult, Message
 
 logger = logging.getLogger(__name__)
 

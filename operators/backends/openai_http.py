@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
-from operators.llm import GenerationRequest, GenerationResult
+from flowgrpo.operators.llm import GenerationRequest, GenerationResult
 
 logger = logging.getLogger(__name__)
 

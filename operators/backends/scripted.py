@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from operators.llm import GenerationRequest, GenerationResult
+from flowgrpo.operators.llm import GenerationRequest, GenerationResult
 
 AnswerSource = Mapping[str, str] | Callable[[GenerationRequest], str]
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from operators.tasks.arithmetic import generate_arithmetic
-from operators.tasks.base import Problem
-from operators.tasks.gsm8k import load_gsm8k
-from operators.tasks.humaneval import load_humaneval
-from operators.tasks.mbpp import load_mbpp
+from flowgrpo.operators.tasks.arithmetic import generate_arithmetic
+from flowgrpo.operators.tasks.base import Problem
+from flowgrpo.operators.tasks.gsm8k import load_gsm8k
+from flowgrpo.operators.tasks.humaneval import load_humaneval
+from flowgrpo.operators.tasks.mbpp import load_mbpp
 
 __all__ = [
     "TASK_LOADERS",

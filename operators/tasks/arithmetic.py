@@ -35,7 +35,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from operators.tasks.base import Problem
+from flowgrpo.operators.tasks.base import Problem
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ import os
 import re
 from pathlib import Path
 
-from operators.tasks._io import check_limit, iter_jsonl, resolve_data_file
-from operators.tasks.base import Problem
+from flowgrpo.operators.tasks._io import check_limit, iter_jsonl, resolve_data_file
+from flowgrpo.operators.tasks.base import Problem
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ import logging
 import re
 from pathlib import Path
 
-from operators.tasks._io import check_limit
-from operators.tasks.base import Problem
+from flowgrpo.operators.tasks._io import check_limit
+from flowgrpo.operators.tasks.base import Problem
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dsl import extract
+from flowgrpo.dsl import extract
 
 W = "Custom -> Programmer -> Review ? Revise : done"
 

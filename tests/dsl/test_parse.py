@@ -2,7 +2,7 @@
 
 import pytest
 
-from dsl import (
+from flowgrpo.dsl import (
     Cond,
     DSLError,
     DSLSyntaxError,

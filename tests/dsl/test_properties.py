@@ -5,7 +5,7 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsl import (
+from flowgrpo.dsl import (
     OPERATORS,
     Cond,
     DSLSyntaxError,
@@ -125,7 +125,7 @@ def test_mutated_workflows_only_ever_give_a_report_or_a_syntax_error(workflow, r
 @given(WORKFLOWS, st.randoms(use_true_random=False))
 def test_the_accelerated_parser_agrees_with_the_reference_parser(workflow, rng):
     """lark-cython (when installed) must give the same AST and positions as pure Lark."""
-    from dsl.parser import _fast_lark, _lark
+    from flowgrpo.dsl.parser import _fast_lark, _lark
 
     text = _noisy(workflow.root, rng, "seq")
     fast, ref = _fast_lark().parse(text), _lark().parse(text)

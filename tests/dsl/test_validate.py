@@ -2,7 +2,7 @@
 
 import pytest
 
-from dsl import Limits, Op, Parallel, Seq, Workflow, parse, validate
+from flowgrpo.dsl import Limits, Op, Parallel, Seq, Workflow, parse, validate
 
 
 def codes(report):

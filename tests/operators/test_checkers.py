@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from operators.checkers import (
+from flowgrpo.operators.checkers import (
     DOMAIN_CHECKERS,
     CheckResult,
     check_answer,
@@ -17,7 +17,7 @@ from operators.checkers import (
     normalize_answer,
     token_f1,
 )
-from operators.tasks.base import Problem
+from flowgrpo.operators.tasks.base import Problem
 
 # (text, number extract_number must find)
 NUMBER_CASES = [
@@ -189,7 +189,7 @@ ADD_TESTS = [
 
 @pytest.fixture(scope="module")
 def sandbox():
-    return pytest.importorskip("operators.sandbox", reason="operators/sandbox.py not present")
+    return pytest.importorskip("flowgrpo.operators.sandbox", reason="operators/sandbox.py not present")
 
 
 def test_check_code_correct_solution(sandbox):

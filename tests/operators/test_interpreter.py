@@ -4,13 +4,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from dsl import OPERATORS
-from operators.backends.scripted import ScriptedBackend
-from operators.cache import ExecutionCache
-from operators.interpreter import Limits, run_workflow, run_workflows
-from operators.ops import parse_verdict, registered_operators
-from operators.sandbox import ExecResult
-from operators.tasks.base import Problem
+from flowgrpo.dsl import OPERATORS
+from flowgrpo.operators.backends.scripted import ScriptedBackend
+from flowgrpo.operators.cache import ExecutionCache
+from flowgrpo.operators.interpreter import Limits, run_workflow, run_workflows
+from flowgrpo.operators.ops import parse_verdict, registered_operators
+from flowgrpo.operators.sandbox import ExecResult
+from flowgrpo.operators.tasks.base import Problem
 
 P = Problem("t/1", "math", "What is 2 + 3?", "5")
 P2 = Problem("t/2", "math", "What is 10 - 4?", "6")

@@ -17,10 +17,10 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from operators.backends.hf import default_model_path
-from operators.backends.openai_http import OpenAIBackend
-from operators.llm import GenerationRequest, user
-from trainer.cli import main
+from flowgrpo.operators.backends.hf import default_model_path
+from flowgrpo.operators.backends.openai_http import OpenAIBackend
+from flowgrpo.operators.llm import GenerationRequest, user
+from flowgrpo.trainer.cli import main
 
 pytestmark = pytest.mark.slow
 

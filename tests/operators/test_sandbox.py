@@ -17,8 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from operators import sandbox
-from operators.sandbox import ExecResult, run_python, run_python_batch
+from flowgrpo.operators import sandbox
+from flowgrpo.operators.sandbox import ExecResult, run_python, run_python_batch
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from operators.tasks import TASK_LOADERS, load_task, register_task
-from operators.tasks.arithmetic import DIFFICULTIES, TEMPLATES, generate_arithmetic
-from operators.tasks.gsm8k import load_gsm8k
-from operators.tasks.humaneval import doctest_asserts, load_humaneval
-from operators.tasks.mbpp import load_mbpp
+from flowgrpo.operators.tasks import TASK_LOADERS, load_task, register_task
+from flowgrpo.operators.tasks.arithmetic import DIFFICULTIES, TEMPLATES, generate_arithmetic
+from flowgrpo.operators.tasks.gsm8k import load_gsm8k
+from flowgrpo.operators.tasks.humaneval import doctest_asserts, load_humaneval
+from flowgrpo.operators.tasks.mbpp import load_mbpp
 
 DATA = Path(
     os.environ.get("FLOWGRPO_DATA_DIR", Path(__file__).resolve().parents[2].parent / "shared/data")
@@ -239,7 +239,7 @@ def test_mbpp_loads_shared_file():
 
 @needs_mbpp
 def test_mbpp_reference_solutions_pass(sandbox_available):
-    from operators.checkers import check_answer, check_code
+    from flowgrpo.operators.checkers import check_answer, check_code
 
     for problem in load_mbpp(MBPP_TEST, limit=2):
         assert check_answer(problem, problem.answer).correct
@@ -291,7 +291,7 @@ def test_mbpp_missing_file_and_bad_json(tmp_path):
 # --------------------------------------------------------------------------- HumanEval
 @pytest.fixture(scope="module")
 def sandbox_available():
-    pytest.importorskip("operators.sandbox", reason="operators/sandbox.py not present")
+    pytest.importorskip("flowgrpo.operators.sandbox", reason="operators/sandbox.py not present")
 
 
 def test_humaneval_loads_164_problems():
@@ -311,7 +311,7 @@ def test_humaneval_loads_164_problems():
 
 
 def test_humaneval_canonical_solutions_pass(sandbox_available):
-    from operators.checkers import check_answer, check_code
+    from flowgrpo.operators.checkers import check_answer, check_code
 
     for problem in load_humaneval(limit=2):
         assert check_answer(problem, problem.answer).correct
@@ -351,7 +351,7 @@ def test_doctest_asserts_formats():
 
 
 def test_humaneval_reads_bundled_gzip():
-    from operators.tasks.humaneval import humaneval_data_file
+    from flowgrpo.operators.tasks.humaneval import humaneval_data_file
 
     with gzip.open(humaneval_data_file(), "rt") as handle:
         assert sum(1 for line in handle if line.strip()) == 164

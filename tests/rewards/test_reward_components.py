@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from operators.interpreter import ExecutionResult
-from operators.tasks.base import Problem
-from rewards import (
+from flowgrpo.operators.interpreter import ExecutionResult
+from flowgrpo.operators.tasks.base import Problem
+from flowgrpo.rewards import (
     RecentWorkflows,
     RewardOptions,
     RewardSpec,
@@ -16,7 +16,7 @@ from rewards import (
     make_sample,
     register_component,
 )
-from rewards.components import _REGISTRY
+from flowgrpo.rewards.components import _REGISTRY
 
 MATH = Problem("m/1", "math", "What is 2 + 3?", "5")
 CODE = Problem("c/1", "code", "def add(a, b):", None, tests=("assert add(1, 2) == 3",) * 4)

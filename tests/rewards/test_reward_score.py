@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.backends.scripted import ScriptedBackend
-from operators.cache import ExecutionCache
-from operators.interpreter import ExecutionResult
-from operators.tasks.base import Problem
-from rewards import (
+from flowgrpo.operators.backends.scripted import ScriptedBackend
+from flowgrpo.operators.cache import ExecutionCache
+from flowgrpo.operators.interpreter import ExecutionResult
+from flowgrpo.operators.tasks.base import Problem
+from flowgrpo.rewards import (
     RecentWorkflows,
     RewardOptions,
     RewardSpec,
@@ -216,7 +216,7 @@ def test_groups_must_hold_one_problem_and_split_evenly():
 
 
 def test_a_component_returning_the_wrong_shape_is_reported():
-    from rewards.components import _REGISTRY, register_component
+    from flowgrpo.rewards.components import _REGISTRY, register_component
 
     try:
         register_component("test_bad_shape")(lambda group, options, history: np.zeros(1))

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from rewards import DEFAULT_WEIGHTS, RecentWorkflows, RewardOptions, RewardSpec
+from flowgrpo.rewards import DEFAULT_WEIGHTS, RecentWorkflows, RewardOptions, RewardSpec
 
 
 def test_default_spec():

@@ -5,14 +5,14 @@ import math
 
 import pytest
 
-from trainer.collapse import (
+from flowgrpo.trainer.collapse import (
     CollapseDetector,
     CollapseEvent,
     collapse_at,
     compare_rollouts,
     replay,
 )
-from trainer.health import HealthConfig, run_checks
+from flowgrpo.trainer.health import HealthConfig, run_checks
 
 GOOD = {"fallback_rate": 0.05, "validity_rate": 0.9}
 PROSE = {"fallback_rate": 1.0, "validity_rate": 0.0}

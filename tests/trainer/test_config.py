@@ -2,7 +2,7 @@
 
 import pytest
 
-from trainer.config import ConfigError, TrainConfig, from_dict, load_config, save_config, to_dict
+from flowgrpo.trainer.config import ConfigError, TrainConfig, from_dict, load_config, save_config, to_dict
 
 
 def test_defaults_are_the_documented_cpu_default():

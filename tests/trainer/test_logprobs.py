@@ -5,9 +5,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from operators.backends.tiny import build_tiny_model
-from trainer.logprobs import group_logprobs
-from trainer.policy import wrap_lora
+from flowgrpo.operators.backends.tiny import build_tiny_model
+from flowgrpo.trainer.logprobs import group_logprobs
+from flowgrpo.trainer.policy import wrap_lora
 
 
 @pytest.fixture

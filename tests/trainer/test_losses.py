@@ -6,8 +6,8 @@ import re
 import pytest
 import torch
 
-import trainer.losses as loss_mod
-from trainer.losses import (
+import flowgrpo.trainer.losses as loss_mod
+from flowgrpo.trainer.losses import (
     LossConfig,
     aggregate,
     available_aggregations,

@@ -4,10 +4,10 @@ from types import SimpleNamespace
 
 import torch
 
-from operators.backends.tiny import build_tiny_model
-from operators.tasks.base import Problem
-from trainer.policy import merged_adapter, wrap_lora
-from trainer.rollout import completion_mask, generate_rollout
+from flowgrpo.operators.backends.tiny import build_tiny_model
+from flowgrpo.operators.tasks.base import Problem
+from flowgrpo.trainer.policy import merged_adapter, wrap_lora
+from flowgrpo.trainer.rollout import completion_mask, generate_rollout
 
 LORA = SimpleNamespace(r=4, alpha=8, dropout=0.0, target_modules=("q_proj", "v_proj"))
 PROBLEMS = [

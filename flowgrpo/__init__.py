@@ -1,0 +1,16 @@
+"""flowgrpo: train language models to write AFlow-style workflow programs with GRPO-family RL.
+
+The installed packages live under this one namespace (see docs/ARCHITECTURE.md)::
+
+    flowgrpo.dsl        the workflow language: grammar, parser, validator (no torch)
+    flowgrpo.operators  executor LLM backends, sandbox, operators, interpreter, tasks
+    flowgrpo.rewards    reward components and their combination
+    flowgrpo.trainer    the LoRA GRPO trainer, monitoring, reports and the ``flowgrpo`` CLI
+
+``flowgrpo.registry`` is the one registry helper every package uses. Importing ``flowgrpo``
+imports nothing else.
+"""
+
+__version__ = "0.2.0"
+
+__all__ = ["__version__"]
