@@ -34,7 +34,7 @@ def _peak_rss_gb() -> float:
 
 def run_ours(steps: int, out: Path) -> dict:
     from flowgrpo.trainer.config import load_config
-    from flowgrpo.trainer.loop import Trainer
+    from flowgrpo.trainer.loop.trainer import Trainer
 
     cfg = load_config(
         None,
@@ -74,7 +74,7 @@ def run_trl(steps: int, out: Path, checkpointing: bool) -> dict:
     from flowgrpo.rewards.components import get_component
     from flowgrpo.rewards.sample import make_sample
     from flowgrpo.rewards.spec import RewardOptions
-    from flowgrpo.trainer.prompt import build_messages
+    from flowgrpo.trainer.loop.prompt import build_messages
 
     model, tok = load_hf_model("default")
     problems = load_task("arithmetic", n=64, seed=0, split="train")

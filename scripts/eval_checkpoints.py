@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from flowgrpo.trainer.checkpoint import list_checkpoints
-from flowgrpo.trainer.evaluate import COMPARE_KEYS
+from flowgrpo.trainer.loop.checkpoint import list_checkpoints
+from flowgrpo.trainer.reports.evaluate import COMPARE_KEYS
 
 
 def main() -> None:
@@ -37,7 +37,7 @@ def main() -> None:
         cmd = [
             sys.executable,
             "-m",
-            "flowgrpo.trainer.cli",
+            "flowgrpo.trainer.cli.app",
             "eval",
             *source,
             "--task",

@@ -58,7 +58,7 @@ START, END = "<!-- collapse-study:start -->", "<!-- collapse-study:end -->"
 def run_one(name: str, seed: int, args, base) -> dict:
     """Train one configuration; returns its summary row."""
     from flowgrpo.trainer.config import load_config
-    from flowgrpo.trainer.loop import Trainer
+    from flowgrpo.trainer.loop.trainer import Trainer
 
     run_dir = Path(args.runs_dir) / f"{name}_seed{seed}"
     common = [
@@ -82,8 +82,8 @@ def run_one(name: str, seed: int, args, base) -> dict:
 
 def summarize(name: str, seed: int, run_dir: Path) -> dict:
     """The table row of a finished run directory (metrics.jsonl, samples.jsonl, config.yaml)."""
-    from flowgrpo.trainer.collapse import replay
-    from flowgrpo.trainer.diagnose import load_health_config, read_jsonl
+    from flowgrpo.trainer.monitoring.collapse import replay
+    from flowgrpo.trainer.reports.diagnose import load_health_config, read_jsonl
 
     health, _ = load_health_config(run_dir)
     history = read_jsonl(run_dir / "metrics.jsonl")
@@ -242,7 +242,7 @@ def main() -> None:
     base = None
     if not args.smoke and not args.from_runs:
         from flowgrpo.operators.backends.hf import load_hf_model
-        from flowgrpo.trainer.policy import _pad
+        from flowgrpo.trainer.loop.policy import _pad
 
         model, tokenizer = load_hf_model("default")
         base = (model, _pad(tokenizer))

@@ -14,7 +14,7 @@ import platform
 import statistics
 from pathlib import Path
 
-from flowgrpo.trainer.diagnose import diagnose, read_jsonl
+from flowgrpo.trainer.reports.diagnose import diagnose, read_jsonl
 
 
 def _figure(history: list[dict], path: Path) -> None:

@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 from flowgrpo.rewards import RewardSpec
-from flowgrpo.trainer.health import HealthConfig
-from flowgrpo.trainer.losses import LossConfig
+from flowgrpo.trainer.monitoring.health import HealthConfig
+from flowgrpo.trainer.algorithms.losses import LossConfig
 
 K_WARNING = (
     "num_generations (K) = {k} is below 8. With K=2 and std-normalised advantages, any two "
@@ -185,7 +185,7 @@ class AlgorithmConfig:
     num_iterations: int = 1
 
     def __post_init__(self):
-        from flowgrpo.trainer.advantages import available_estimators
+        from flowgrpo.trainer.algorithms.advantages import available_estimators
 
         _check(
             self.advantage in available_estimators(),

@@ -7,8 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import flowgrpo.trainer.advantages as adv_mod
-from flowgrpo.trainer.advantages import (
+import flowgrpo.trainer.algorithms.advantages as adv_mod
+from flowgrpo.trainer.algorithms.advantages import (
     adv_frac_extreme,
     available_estimators,
     combine_rewards,

@@ -4,7 +4,7 @@ import json
 
 from click.testing import CliRunner
 
-from flowgrpo.trainer.cli import main
+from flowgrpo.trainer.cli.app import main
 
 
 def invoke(*args):

@@ -6,7 +6,7 @@ import sys
 
 from click.testing import CliRunner
 
-from flowgrpo.trainer.cli import main
+from flowgrpo.trainer.cli.app import main
 
 GOOD = "Custom -> Programmer -> Review ? Revise : done"
 
@@ -69,7 +69,7 @@ def test_domain_option_checks_operators():
 
 def test_console_script_runs_without_importing_torch():
     code = (
-        "import sys; from flowgrpo.trainer.cli import main; "
+        "import sys; from flowgrpo.trainer.cli.app import main; "
         "sys.argv=['flowgrpo','validate','Custom']; "
         "import atexit; atexit.register(lambda: print('torch' in sys.modules)); main()"
     )

@@ -5,14 +5,14 @@ import math
 
 import pytest
 
-from flowgrpo.trainer.collapse import (
+from flowgrpo.trainer.monitoring.collapse import (
     CollapseDetector,
     CollapseEvent,
     collapse_at,
     compare_rollouts,
     replay,
 )
-from flowgrpo.trainer.health import HealthConfig, run_checks
+from flowgrpo.trainer.monitoring.health import HealthConfig, run_checks
 
 GOOD = {"fallback_rate": 0.05, "validity_rate": 0.9}
 PROSE = {"fallback_rate": 1.0, "validity_rate": 0.0}

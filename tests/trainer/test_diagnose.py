@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from flowgrpo.trainer.diagnose import (
+from flowgrpo.trainer.reports.diagnose import (
     diagnose,
     diagnose_to_json,
     format_diagnose,

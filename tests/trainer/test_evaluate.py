@@ -2,7 +2,7 @@
 
 import pytest
 
-from flowgrpo.trainer.evaluate import pass_at_k
+from flowgrpo.trainer.reports.evaluate import pass_at_k
 
 
 @pytest.mark.parametrize(

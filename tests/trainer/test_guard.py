@@ -4,7 +4,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from flowgrpo.trainer.guard import restore_snapshot, take_snapshot  # noqa: E402
+from flowgrpo.trainer.monitoring.guard import restore_snapshot, take_snapshot  # noqa: E402
 
 
 def make_model():

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from flowgrpo.trainer import health
-from flowgrpo.trainer.health import (
+from flowgrpo.trainer.monitoring import health
+from flowgrpo.trainer.monitoring.health import (
     EXIT_CODE_ALERT_STOP,
     Alert,
     HealthConfig,
@@ -234,7 +234,7 @@ def test_config_from_a_mapping_rejects_unknown_keys_and_round_trips():
 def test_monitor_counts_every_firing_and_logs_a_warning_only_on_entry(caplog):
     monitor = HealthMonitor()
     lines = history(6, entropy={3: 0.01, 4: 0.02, 5: 0.03})
-    with caplog.at_level(logging.WARNING, logger="flowgrpo.trainer.health"):
+    with caplog.at_level(logging.WARNING, logger="flowgrpo.trainer.monitoring.health"):
         per_step = [monitor.observe(line) for line in lines]
     assert [len(a) for a in per_step] == [0, 0, 1, 1, 1, 0]
     assert monitor.counts == {"entropy_low": 3}
@@ -269,7 +269,7 @@ def test_monitor_resumes_with_earlier_history():
 
 
 def test_adv_extreme_reads_reward_z_scores_only_for_groups_of_two():
-    from flowgrpo.trainer.health import HealthConfig, check_adv_extreme
+    from flowgrpo.trainer.monitoring.health import HealthConfig, check_adv_extreme
 
     line = {"step": 1, "adv_frac_extreme": 0.0, "reward_z_frac_extreme": 1.0}
     assert check_adv_extreme([{**line, "group_size": 2}], HealthConfig()) is not None

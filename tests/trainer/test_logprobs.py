@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from flowgrpo.operators.backends.tiny import build_tiny_model
-from flowgrpo.trainer.logprobs import group_logprobs
-from flowgrpo.trainer.policy import wrap_lora
+from flowgrpo.trainer.algorithms.logprobs import group_logprobs
+from flowgrpo.trainer.loop.policy import wrap_lora
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import torch
 from trainer_fakes import PROSE, VALID, mixed, text_rollout
 
 from flowgrpo.operators.backends.scripted import ScriptedBackend
-from flowgrpo.trainer import step as step_mod
+from flowgrpo.trainer.loop import step as step_mod
 from flowgrpo.trainer.config import load_config
-from flowgrpo.trainer.loop import Trainer
+from flowgrpo.trainer.loop.trainer import Trainer
 
 REQUIRED = [
     "step",
@@ -110,7 +110,7 @@ def test_all_zero_variance_skips_the_update_but_still_logs_entropy(tmp_path, mon
 
 
 def test_non_finite_loss_skips_the_optimizer_step(tmp_path, monkeypatch):
-    import flowgrpo.trainer.update as update_mod
+    import flowgrpo.trainer.loop.update as update_mod
 
     real = update_mod.policy_objective
 
@@ -132,7 +132,7 @@ def test_non_finite_loss_skips_the_optimizer_step(tmp_path, monkeypatch):
 def test_rollback_undoes_an_update_followed_by_collapse(tmp_path, monkeypatch):
     """Step 1 is healthy and updates; step 2's rollout is all prose: the guard restores the
     adapter and optimizer state from before step 1's update."""
-    from flowgrpo.trainer.guard import take_snapshot
+    from flowgrpo.trainer.monitoring.guard import take_snapshot
 
     script = {0: mixed()(0), 1: mixed()(0), 2: [PROSE] * 8, 3: [PROSE] * 8}
     monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(lambda g: script[g]))
@@ -183,7 +183,7 @@ def test_checkpoint_loads_with_peft_and_resume_continues(tmp_path, monkeypatch):
 
 
 def test_a_failed_save_leaves_the_last_good_checkpoint(tmp_path, monkeypatch):
-    import flowgrpo.trainer.checkpoint as ckpt
+    import flowgrpo.trainer.loop.checkpoint as ckpt
 
     monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(mixed()))
     trainer = Trainer(tiny_config(tmp_path, "optim.max_steps=1"), executor=executor())
@@ -203,7 +203,7 @@ def test_a_failed_save_leaves_the_last_good_checkpoint(tmp_path, monkeypatch):
 
 
 def test_a_run_stops_on_an_alert_named_in_stop_on(tmp_path, monkeypatch):
-    from flowgrpo.trainer.health import EXIT_CODE_ALERT_STOP
+    from flowgrpo.trainer.monitoring.health import EXIT_CODE_ALERT_STOP
 
     monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(lambda g: [PROSE] * 8))
     cfg = tiny_config(

@@ -6,8 +6,8 @@ import re
 import pytest
 import torch
 
-import flowgrpo.trainer.losses as loss_mod
-from flowgrpo.trainer.losses import (
+import flowgrpo.trainer.algorithms.losses as loss_mod
+from flowgrpo.trainer.algorithms.losses import (
     LossConfig,
     aggregate,
     available_aggregations,

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from flowgrpo.trainer.metrics import reward_z_frac_extreme
+from flowgrpo.trainer.monitoring.metrics import reward_z_frac_extreme
 
 
 @pytest.mark.parametrize(

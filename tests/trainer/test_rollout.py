@@ -6,8 +6,8 @@ import torch
 
 from flowgrpo.operators.backends.tiny import build_tiny_model
 from flowgrpo.operators.tasks.base import Problem
-from flowgrpo.trainer.policy import merged_adapter, wrap_lora
-from flowgrpo.trainer.rollout import completion_mask, generate_rollout
+from flowgrpo.trainer.loop.policy import merged_adapter, wrap_lora
+from flowgrpo.trainer.loop.rollout import completion_mask, generate_rollout
 
 LORA = SimpleNamespace(r=4, alpha=8, dropout=0.0, target_modules=("q_proj", "v_proj"))
 PROBLEMS = [

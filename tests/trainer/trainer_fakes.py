@@ -6,8 +6,8 @@ import itertools
 
 import torch
 
-from flowgrpo.trainer.prompt import render_prompt
-from flowgrpo.trainer.rollout import Rollout, completion_mask
+from flowgrpo.trainer.loop.prompt import render_prompt
+from flowgrpo.trainer.loop.rollout import Rollout, completion_mask
 
 VALID = "Custom -> Review ? Revise : done"
 PROSE = "### Step 1: Analyze the problem"

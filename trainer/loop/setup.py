@@ -18,7 +18,7 @@ def policy(cfg, model=None, tokenizer=None, device=None):
     from accelerate.utils import set_seed
 
     from flowgrpo.operators.backends.tiny import TINY_NAME, build_tiny_model
-    from flowgrpo.trainer.policy import _pad, load_policy, wrap_lora
+    from flowgrpo.trainer.loop.policy import _pad, load_policy, wrap_lora
 
     set_seed(cfg.optim.seed)  # identical LoRA initialisation on every rank
     if model is None and cfg.model.name_or_path == TINY_NAME:
@@ -60,7 +60,7 @@ def optimizer(cfg, model):
 def sampler(cfg, rank: int):
     """The training problems (train split) and a seeded sampler (offset per rank)."""
     from flowgrpo.operators.tasks import load_task
-    from flowgrpo.trainer.rollout import ProblemSampler
+    from flowgrpo.trainer.loop.rollout import ProblemSampler
 
     problems = load_task(
         cfg.rollout.task, n=cfg.rollout.train_size, seed=cfg.rollout.seed, split="train"
@@ -106,6 +106,6 @@ def cache(cfg, run_dir: Path):
 
 
 def writer(cfg, run_dir: Path, main_process: bool):
-    from flowgrpo.trainer.metrics import MetricsWriter
+    from flowgrpo.trainer.monitoring.metrics import MetricsWriter
 
     return MetricsWriter(run_dir, cfg.logging.tensorboard) if main_process else None

@@ -33,7 +33,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 
-from flowgrpo.trainer.collapse import collapse_at
+from flowgrpo.trainer.monitoring.collapse import collapse_at
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from flowgrpo.trainer.config import TrainConfig, save_config
-from flowgrpo.trainer.health import EXIT_CODE_ALERT_STOP, HealthMonitor
+from flowgrpo.trainer.monitoring.health import EXIT_CODE_ALERT_STOP, HealthMonitor
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class Trainer:
     # ------------------------------------------------------------------ setup
 
     def _setup(self, model, tokenizer, executor, resume: bool) -> None:
-        from flowgrpo.trainer import setup
+        from flowgrpo.trainer.loop import setup
 
         cfg = self.config
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -84,8 +84,8 @@ class Trainer:
         self.writer = setup.writer(cfg, self.run_dir, self.accelerator.is_main_process)
 
     def _resume(self) -> None:
-        from flowgrpo.trainer.checkpoint import latest_checkpoint, load_checkpoint
-        from flowgrpo.trainer.metrics import truncate_jsonl
+        from flowgrpo.trainer.loop.checkpoint import latest_checkpoint, load_checkpoint
+        from flowgrpo.trainer.monitoring.metrics import truncate_jsonl
 
         path = latest_checkpoint(self.run_dir)
         if path is None:
@@ -141,7 +141,7 @@ class Trainer:
         return float(self.accelerator.reduce(t, reduction="sum")) > 0
 
     def _save(self):
-        from flowgrpo.trainer.checkpoint import save_checkpoint
+        from flowgrpo.trainer.loop.checkpoint import save_checkpoint
 
         self.accelerator.wait_for_everyone()
         if not self.accelerator.is_main_process:
@@ -162,7 +162,7 @@ class Trainer:
         )
 
     def _train_step(self) -> dict:
-        from flowgrpo.trainer import step as step_mod
+        from flowgrpo.trainer.loop import step as step_mod
 
         start = time.perf_counter()
         scored = step_mod.rollout_and_score(self)
@@ -187,7 +187,7 @@ class Trainer:
             )
         else:
             if self.config.health.guard == "rollback":
-                from flowgrpo.trainer.guard import take_snapshot
+                from flowgrpo.trainer.monitoring.guard import take_snapshot
 
                 self.snapshot = take_snapshot(self.model, self.optimizer, self.step)
             metrics.update(

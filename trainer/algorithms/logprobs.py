@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from flowgrpo.trainer.losses import token_logprobs_and_entropy
+from flowgrpo.trainer.algorithms.losses import token_logprobs_and_entropy
 
 
 def _completion_logits_shared(model, prompt_P, completion_KT, mask_KT) -> torch.Tensor:

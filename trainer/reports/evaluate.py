@@ -76,7 +76,7 @@ def evaluate(
     """Generate, validate, execute and summarise; returns a JSON-ready dict."""
     from flowgrpo.operators.tasks import load_task
     from flowgrpo.rewards import prepare_samples
-    from flowgrpo.trainer.rollout import generate_rollout
+    from flowgrpo.trainer.loop.rollout import generate_rollout
 
     problems = load_task(settings.task, n=settings.n, seed=settings.seed, split="test")
     start, samples, batch = time.perf_counter(), [], 4

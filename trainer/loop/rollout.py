@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flowgrpo.operators.tasks.base import Problem
-from flowgrpo.trainer.policy import merged_adapter
-from flowgrpo.trainer.prompt import render_prompt
+from flowgrpo.trainer.loop.policy import merged_adapter
+from flowgrpo.trainer.loop.prompt import render_prompt
 
 logger = logging.getLogger(__name__)
 

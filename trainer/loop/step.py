@@ -12,10 +12,10 @@ import numpy as np
 import torch
 
 from flowgrpo.rewards import prepare_samples, score_samples
-from flowgrpo.trainer.advantages import combine_rewards, compute_advantages, group_stats
-from flowgrpo.trainer.metrics import rollout_metrics
-from flowgrpo.trainer.rollout import concat_rollouts, generate_rollout
-from flowgrpo.trainer.update import UpdateInputs, policy_update
+from flowgrpo.trainer.algorithms.advantages import combine_rewards, compute_advantages, group_stats
+from flowgrpo.trainer.monitoring.metrics import rollout_metrics
+from flowgrpo.trainer.loop.rollout import concat_rollouts, generate_rollout
+from flowgrpo.trainer.loop.update import UpdateInputs, policy_update
 
 logger = logging.getLogger(__name__)
 
@@ -184,8 +184,8 @@ def maybe_rollback(trainer, metrics: dict) -> bool:
     (:func:`trainer.collapse.collapse_at`). Returns True when the update was rolled back (the
     step then trains on nothing: this rollout came from the collapsed policy).
     """
-    from flowgrpo.trainer.collapse import collapse_at
-    from flowgrpo.trainer.guard import restore_snapshot
+    from flowgrpo.trainer.monitoring.collapse import collapse_at
+    from flowgrpo.trainer.monitoring.guard import restore_snapshot
 
     health = trainer.config.health
     if health.guard == "off":
@@ -223,7 +223,7 @@ def maybe_rollback(trainer, metrics: dict) -> bool:
 def rollout_entropy(trainer, rollout) -> float:
     """Mean token entropy of the policy on a rollout it did not train on (no update this step:
     entropy is still logged, the signal the zero-variance deadlock hides)."""
-    from flowgrpo.trainer.logprobs import group_logprobs
+    from flowgrpo.trainer.algorithms.logprobs import group_logprobs
 
     total = count = 0.0
     k = rollout.group_size

@@ -151,7 +151,7 @@ def run_cmd(workflow, task, n, split, seed, executor, model, base_url, trace, as
     Example:
       flowgrpo run "Programmer -> Review ? Revise : done" --task arithmetic --n 5
     """
-    from flowgrpo.trainer.commands import run_workflow_command
+    from flowgrpo.trainer.cli.commands import run_workflow_command
 
     run_workflow_command(workflow, task, n, split, seed, executor, model, base_url, trace, as_json)
 
@@ -189,7 +189,7 @@ def train_cmd(config_path, overrides, max_steps, output_dir, resume, dry_run) ->
     \b
     Exit codes: 0 done; 2 bad config or usage; 3 stopped on an alert named in health.stop_on.
     """
-    from flowgrpo.trainer.commands import train_command
+    from flowgrpo.trainer.cli.commands import train_command
 
     train_command(config_path, overrides, max_steps, output_dir, resume, dry_run)
 
@@ -205,7 +205,7 @@ def diagnose_cmd(run_dir, as_json, no_plots) -> None:
     advantage signature, fallback rate, update -> collapse) with PASS/ALERT and the steps where
     it fired, the collapse rate (collapses / updates), rollbacks and the first deadlock step.
     """
-    from flowgrpo.trainer.commands import diagnose_command
+    from flowgrpo.trainer.cli.commands import diagnose_command
 
     diagnose_command(run_dir, as_json, not no_plots)
 
@@ -243,7 +243,7 @@ def diagnose_cmd(run_dir, as_json, no_plots) -> None:
 def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -> None:
     """DSL diversity report of model outputs: valid vs fallback, distinct workflows, top
     workflows, operator frequencies, structure classes and trends."""
-    from flowgrpo.trainer.commands import analyze_command
+    from flowgrpo.trainer.cli.commands import analyze_command
 
     analyze_command(run_dir, samples_file, field, top, window, as_json, plots_dir)
 
@@ -313,7 +313,7 @@ def eval_cmd(**options) -> None:
       flowgrpo eval --adapter runs/default/checkpoint-30 --n 20 --json trained.json
       flowgrpo eval --compare base.json trained.json
     """
-    from flowgrpo.trainer.commands import eval_command
+    from flowgrpo.trainer.cli.commands import eval_command
 
     eval_command(**options)
 

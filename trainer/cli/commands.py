@@ -135,7 +135,7 @@ def train_command(config_path, overrides, max_steps, output_dir, resume, dry_run
 
     cfg = _resolve_config(config_path, overrides, max_steps, output_dir)
     if dry_run:
-        from flowgrpo.trainer.estimate import estimate
+        from flowgrpo.trainer.reports.estimate import estimate
 
         click.echo(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         click.echo("memory estimate (not a measurement):")
@@ -144,8 +144,8 @@ def train_command(config_path, overrides, max_steps, output_dir, resume, dry_run
     _console_logging()
     from tqdm import tqdm
 
-    from flowgrpo.trainer.loop import Trainer
-    from flowgrpo.trainer.metrics import console_line
+    from flowgrpo.trainer.loop.trainer import Trainer
+    from flowgrpo.trainer.monitoring.metrics import console_line
 
     click.echo(f"run directory: {cfg.logging.output_dir}")
     click.echo(f"loading model {cfg.model.name_or_path!r} ...")
@@ -173,7 +173,7 @@ def train_command(config_path, overrides, max_steps, output_dir, resume, dry_run
 
 
 def diagnose_command(run_dir, as_json: bool, plots: bool) -> None:
-    from flowgrpo.trainer.diagnose import diagnose, diagnose_to_json, format_diagnose, plot_run
+    from flowgrpo.trainer.reports.diagnose import diagnose, diagnose_to_json, format_diagnose, plot_run
 
     try:
         report = diagnose(run_dir)
@@ -196,8 +196,8 @@ def diagnose_command(run_dir, as_json: bool, plots: bool) -> None:
 
 
 def analyze_command(run_dir, samples_file, field, top, window, as_json, plots_dir) -> None:
-    from flowgrpo.trainer.analyze import analyze_samples, format_analyze, plot_analyze, report_to_json
-    from flowgrpo.trainer.diagnose import read_jsonl
+    from flowgrpo.trainer.reports.analyze import analyze_samples, format_analyze, plot_analyze, report_to_json
+    from flowgrpo.trainer.reports.diagnose import read_jsonl
 
     if (run_dir is None) == (samples_file is None):
         _fail("give either RUN_DIR or --samples FILE")
@@ -241,8 +241,8 @@ def eval_command(
     json_out,
     compare,
 ) -> None:
-    from flowgrpo.trainer.evaluate import EvalSettings, format_eval
-    from flowgrpo.trainer.evaluate import compare as compare_fn
+    from flowgrpo.trainer.reports.evaluate import EvalSettings, format_eval
+    from flowgrpo.trainer.reports.evaluate import compare as compare_fn
 
     if compare:
         a, b = (json.loads(Path(p).read_text(encoding="utf-8")) for p in compare)
@@ -253,7 +253,7 @@ def eval_command(
     _console_logging()
     from tqdm import tqdm
 
-    from flowgrpo.trainer.evaluate import evaluate, load_for_eval
+    from flowgrpo.trainer.reports.evaluate import evaluate, load_for_eval
 
     name = model or _model_of_run(adapter)
     try:

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
-from flowgrpo.trainer.logprobs import group_logprobs
-from flowgrpo.trainer.losses import LossConfig, policy_objective
-from flowgrpo.trainer.policy import adapter_disabled
+from flowgrpo.trainer.algorithms.logprobs import group_logprobs
+from flowgrpo.trainer.algorithms.losses import LossConfig, policy_objective
+from flowgrpo.trainer.loop.policy import adapter_disabled
 
 logger = logging.getLogger(__name__)
 

@@ -342,7 +342,7 @@ def _format_trends(report: AnalyzeReport, max_rows: int) -> list[str]:
 def plot_analyze(report: AnalyzeReport, out_dir: str | Path) -> list[Path]:
     """Write bar charts (top_workflows.png, operators.png, structures.png) and trends.png into
     ``out_dir``; charts with nothing to show are skipped. Returns the files written."""
-    from flowgrpo.trainer import plots
+    from flowgrpo.trainer.reports import plots
 
     out_dir = Path(out_dir)
     charts = [

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flowgrpo.trainer.collapse import CollapseEvent, replay
-from flowgrpo.trainer.health import Alert, HealthConfig, check_info, check_names, get_check
+from flowgrpo.trainer.monitoring.collapse import CollapseEvent, replay
+from flowgrpo.trainer.monitoring.health import Alert, HealthConfig, check_info, check_names, get_check
 
 logger = logging.getLogger(__name__)
 
@@ -349,7 +349,7 @@ def plot_run(
     rollbacks as green lines), grad_norm.png, completion_length.png (mean, min-max band),
     cov_logp_adv.png. A plot whose keys were never logged is skipped, not an error.
     """
-    from flowgrpo.trainer import plots
+    from flowgrpo.trainer.reports import plots
 
     out_dir = Path(run_dir) / PLOTS_DIR
     if collapse_steps is None:

@@ -1,0 +1,12 @@
+"""The training loop and one training step.
+
+Holds: ``trainer`` (the ``Trainer``: builds the pieces, runs steps, saves checkpoints),
+``step`` (one step as typed pure functions: rollout -> scores -> advantages -> update ->
+health), ``rollout`` (sampling K completions per problem), ``update`` (the optimizer step over
+per-group micro-batches), ``policy`` (loading the LoRA policy, merged/disabled adapter),
+``prompt`` (the policy's prompt), ``setup`` (building the pieces from the config),
+``checkpoint`` (atomic save/load/resume).
+
+May import: ``flowgrpo.trainer.config``, ``.algorithms``, ``.monitoring`` and every package
+below the trainer. Not ``.reports`` or ``.cli``.
+"""
