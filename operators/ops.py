@@ -1,8 +1,9 @@
 """The AFlow operator set (arXiv 2410.10762), as generator functions over :class:`State`.
 
-Each operator is registered by name with :func:`register_operator` and has the signature
-``op(state, instruction, settings) -> OpGen``. The registry must cover exactly the names in
-``dsl.OPERATORS`` (checked by a test). Prompts live in :mod:`operators.prompts`.
+Each operator is registered by name in :data:`OPERATOR_IMPLS` (with :func:`register_operator`)
+and has the signature ``op(state, instruction, settings) -> OpGen``. The registry must cover
+exactly the names in ``dsl.OPERATORS`` (checked by a test). Prompts live in
+:mod:`operators.prompts`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from flowgrpo.operators import prompts
 from flowgrpo.operators.checkers import extract_code as _extract_code
 from flowgrpo.operators.llm import GenerationRequest, Message
 from flowgrpo.operators.state import Ask, OpGen, RunCode, State
+from flowgrpo.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -54,35 +56,27 @@ class OpSettings:
 
 
 OpFn = Callable[[State, "str | None", OpSettings], OpGen]
-_OPS: dict[str, OpFn] = {}
+
+#: Implementations of the DSL operators, by operator name.
+OPERATOR_IMPLS: Registry[OpFn] = Registry("operator implementation")
 
 
-def register_operator(name: str) -> Callable[[OpFn], OpFn]:
-    """Register the implementation of operator ``name`` (a name of ``dsl.OPERATORS``)."""
-
-    def wrap(fn: OpFn) -> OpFn:
-        if name in _OPS:
-            raise ValueError(f"operator {name!r} is already registered")
-        if name not in OPERATORS:
-            raise ValueError(f"{name!r} is not a DSL operator; known: {', '.join(OPERATORS)}")
-        _OPS[name] = fn
-        return fn
-
-    return wrap
+def register_operator(name: str, fn: OpFn | None = None):
+    """Register ``fn`` as the implementation of operator ``name`` (a name of ``dsl.OPERATORS``);
+    without ``fn``, a decorator that does. Unknown operator names and duplicates raise."""
+    if name not in OPERATORS:
+        raise ValueError(f"{name!r} is not a DSL operator; known: {', '.join(OPERATORS)}")
+    return OPERATOR_IMPLS.register(name, fn)
 
 
 def get_operator(name: str) -> OpFn:
     """The implementation of ``name``; unknown names raise and list the choices."""
-    try:
-        return _OPS[name]
-    except KeyError:
-        raise ValueError(
-            f"no implementation for operator {name!r}; known: {', '.join(sorted(_OPS))}"
-        ) from None
+    return OPERATOR_IMPLS.get(name)
 
 
-def registered_operators() -> frozenset[str]:
-    return frozenset(_OPS)
+def registered_operators() -> tuple[str, ...]:
+    """The operator names with an implementation, sorted."""
+    return OPERATOR_IMPLS.names()
 
 
 def _ask(state: State, op: str, text: str, settings: OpSettings) -> Ask:

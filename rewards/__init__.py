@@ -14,6 +14,7 @@ Depends on ``dsl`` and ``operators``; never imports the trainer.
 """
 
 from flowgrpo.rewards.components import (
+    REWARD_COMPONENTS,
     ComponentFn,
     available_components,
     get_component,
@@ -34,6 +35,7 @@ from flowgrpo.rewards.spec import DEFAULT_WEIGHTS, DIVERSITY_METRICS, RewardOpti
 __all__ = [
     "DEFAULT_WEIGHTS",
     "DIVERSITY_METRICS",
+    "REWARD_COMPONENTS",
     "ComponentFn",
     "RecentWorkflows",
     "RewardOptions",

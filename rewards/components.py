@@ -2,8 +2,10 @@
 
 A component is ``fn(group, options, history) -> np.ndarray``: float64, shape ``[K]``, one score
 in [0, 1] per sample, NaN where the sample cannot be scored. Components are registered by name
-(:func:`register_component`) and chosen by name in the reward spec. Every built-in one depends on
-the group as a set (the order of samples does not matter) and never on other groups.
+in :data:`REWARD_COMPONENTS` (:func:`register_component`) and chosen by name in the reward spec;
+a spec may also name one outside flowgrpo by dotted path (``"my_pkg.rewards:length"``). Every
+built-in one depends on the group as a set (the order of samples does not matter) and never on
+other groups.
 
 NaN means *unscorable*: the executor failed after retries, or a valid workflow was not executed
 (``execute=False``). Only ``accuracy`` and ``cost`` read the execution, so only they give NaN;
@@ -27,6 +29,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from flowgrpo.registry import Registry
+
 if TYPE_CHECKING:
     from flowgrpo.operators.interpreter import ExecutionResult
     from flowgrpo.rewards.history import RecentWorkflows
@@ -35,36 +39,28 @@ if TYPE_CHECKING:
 
 ComponentFn = Callable[["Sequence[Sample]", "RewardOptions", "RecentWorkflows | None"], np.ndarray]
 
-_REGISTRY: dict[str, ComponentFn] = {}
+#: Reward components by name.
+REWARD_COMPONENTS: Registry[ComponentFn] = Registry("reward component")
 
 
-def register_component(name: str) -> Callable[[ComponentFn], ComponentFn]:
-    """Register ``fn`` as the reward component ``name`` (a duplicate name raises ValueError)."""
+def register_component(name: str, fn: ComponentFn | None = None):
+    """Register ``fn`` as the reward component ``name``; without ``fn``, a decorator that does.
+
+    The name must be an identifier; a duplicate name raises ``ValueError``.
+    """
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"a component name must be an identifier, got {name!r}")
-
-    def wrap(fn: ComponentFn) -> ComponentFn:
-        if name in _REGISTRY:
-            raise ValueError(f"reward component {name!r} is already registered")
-        _REGISTRY[name] = fn
-        return fn
-
-    return wrap
+    return REWARD_COMPONENTS.register(name, fn)
 
 
 def get_component(name: str) -> ComponentFn:
-    """The component registered as ``name``; an unknown name raises with the choices."""
-    try:
-        return _REGISTRY[name]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"unknown reward component {name!r}; choices: {list(available_components())}"
-        ) from None
+    """The component registered as ``name`` (or a dotted path); unknown names list the choices."""
+    return REWARD_COMPONENTS.get(name)
 
 
 def available_components() -> tuple[str, ...]:
-    """Registered component names, in registration order."""
-    return tuple(_REGISTRY)
+    """Registered component names, sorted."""
+    return REWARD_COMPONENTS.names()
 
 
 def _array(values) -> np.ndarray:

@@ -146,8 +146,9 @@ def _check_unit(name: str, value: Any) -> None:
 class RewardSpec:
     """Which components make the reward and their weights.
 
-    ``weights`` maps component names (see :func:`rewards.components.available_components`) to
-    finite weights >= 0; at least one must be positive. Components with weight 0 are not
+    ``weights`` maps component names (registered in
+    :data:`rewards.components.REWARD_COMPONENTS`, or dotted paths ``"my_pkg.mod:fn"``) to finite
+    weights >= 0; at least one must be positive. Components with weight 0 are not
     computed. The order of ``weights`` is the column order of the reward table.
 
     >>> RewardSpec().names
@@ -160,7 +161,7 @@ class RewardSpec:
     options: RewardOptions = field(default_factory=RewardOptions)
 
     def __post_init__(self):
-        from flowgrpo.rewards.components import available_components
+        from flowgrpo.rewards.components import REWARD_COMPONENTS
 
         if not isinstance(self.weights, Mapping):
             raise ValueError(
@@ -172,10 +173,8 @@ class RewardSpec:
                 "RewardSpec.options must be a RewardOptions (use RewardSpec.from_dict for a "
                 f"mapping), got {type(self.options).__name__}"
             )
-        choices = available_components()
         for name, weight in self.weights.items():
-            if name not in choices:
-                raise ValueError(f"unknown reward component {name!r}; choices: {list(choices)}")
+            REWARD_COMPONENTS.get(name)  # unknown names raise, listing the choices
             if isinstance(weight, bool) or not isinstance(weight, (int, float)):
                 raise ValueError(f"reward weight of {name!r} must be a number, got {weight!r}")
             if not math.isfinite(weight) or weight < 0:

@@ -1,7 +1,8 @@
 """Executor backends by name: ``make_backend("hf" | "openai" | "scripted", **kwargs)``.
 
-The registry holds factories, not classes, and the built-in factories import their module only
-when called: importing this package imports neither torch, transformers nor httpx.
+:data:`BACKENDS` holds factories ``(**kwargs) -> LLM``; ``make_backend("my_pkg.module:factory",
+...)`` builds a backend from outside flowgrpo by dotted path. Importing this package imports
+neither torch, transformers nor httpx: the backends import them on first use (tested).
 
 Not handled here: validating the keyword arguments (each backend does that itself and raises a
 clear ``ValueError``/``TypeError``).
@@ -12,62 +13,45 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from flowgrpo.operators.backends.hf import HFBackend
+from flowgrpo.operators.backends.openai_http import OpenAIBackend
+from flowgrpo.operators.backends.scripted import ScriptedBackend
 from flowgrpo.operators.llm import LLM
+from flowgrpo.registry import Registry
 
 BackendFactory = Callable[..., LLM]
 
-_REGISTRY: dict[str, BackendFactory] = {}
+#: Executor backend factories by kind.
+BACKENDS: Registry[BackendFactory] = Registry("executor backend")
 
 
-def register_backend(kind: str, factory: BackendFactory) -> None:
+def register_backend(kind: str, factory: BackendFactory) -> BackendFactory:
     """Register ``factory`` under ``kind``; registering a kind twice raises ``ValueError``."""
-    if not isinstance(kind, str) or not kind:
-        raise ValueError(f"backend kind must be a non-empty string, got {kind!r}")
-    if kind in _REGISTRY:
-        raise ValueError(f"executor backend kind {kind!r} is already registered; pick another name")
-    _REGISTRY[kind] = factory
+    return BACKENDS.register(kind, factory)
 
 
-def available_backends() -> list[str]:
+def available_backends() -> tuple[str, ...]:
     """The registered backend kinds, sorted."""
-    return sorted(_REGISTRY)
+    return BACKENDS.names()
 
 
 def make_backend(kind: str, **kwargs: Any) -> LLM:
-    """Build the executor backend ``kind`` with ``kwargs``.
+    """Build the executor backend ``kind`` (a registered kind or a dotted path) with ``kwargs``.
 
     Raises ``ValueError`` naming the registered kinds when ``kind`` is unknown.
     """
-    try:
-        factory = _REGISTRY[kind]
-    except KeyError:
-        choices = ", ".join(available_backends())
-        raise ValueError(f"unknown executor backend {kind!r}; choose one of: {choices}") from None
-    return factory(**kwargs)
+    return BACKENDS.get(kind)(**kwargs)
 
 
 def _make_hf(**kwargs: Any) -> LLM:
-    from flowgrpo.operators.backends.hf import HFBackend
-
+    """An :class:`HFBackend` around a loaded ``model``/``tokenizer``, or loaded by name."""
     if "model" in kwargs or "tokenizer" in kwargs:
         return HFBackend(**kwargs)
     return HFBackend.from_pretrained(**kwargs)
 
 
-def _make_openai(**kwargs: Any) -> LLM:
-    from flowgrpo.operators.backends.openai_http import OpenAIBackend
-
-    return OpenAIBackend(**kwargs)
-
-
-def _make_scripted(**kwargs: Any) -> LLM:
-    from flowgrpo.operators.backends.scripted import ScriptedBackend
-
-    return ScriptedBackend(**kwargs)
-
-
 register_backend("hf", _make_hf)
-register_backend("openai", _make_openai)
-register_backend("scripted", _make_scripted)
+register_backend("openai", OpenAIBackend)
+register_backend("scripted", ScriptedBackend)
 
-__all__ = ["BackendFactory", "available_backends", "make_backend", "register_backend"]
+__all__ = ["BACKENDS", "BackendFactory", "available_backends", "make_backend", "register_backend"]

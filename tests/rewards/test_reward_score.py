@@ -14,6 +14,7 @@ from flowgrpo.operators.cache import ExecutionCache
 from flowgrpo.operators.interpreter import ExecutionResult
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.rewards import (
+    REWARD_COMPONENTS,
     RecentWorkflows,
     RewardOptions,
     RewardSpec,
@@ -21,6 +22,7 @@ from flowgrpo.rewards import (
     fill_group_mean,
     make_sample,
     prepare_samples,
+    register_component,
     score_batch,
     score_samples,
     weighted_sum,
@@ -216,14 +218,13 @@ def test_groups_must_hold_one_problem_and_split_evenly():
 
 
 def test_a_component_returning_the_wrong_shape_is_reported():
-    from flowgrpo.rewards.components import _REGISTRY, register_component
 
     try:
         register_component("test_bad_shape")(lambda group, options, history: np.zeros(1))
         with pytest.raises(ValueError, match="'test_bad_shape' returned shape"):
             score_samples(mixed_group(), 8, RewardSpec({"test_bad_shape": 1.0}))
     finally:
-        _REGISTRY.pop("test_bad_shape", None)
+        REWARD_COMPONENTS.unregister("test_bad_shape")
 
 
 # --------------------------------------------------------------------------- combination

@@ -32,7 +32,10 @@ def test_weights_cannot_be_changed_after_construction():
 @pytest.mark.parametrize(
     ("weights", "message"),
     [
-        ({"validity": 1.0, "speed": 1.0}, r"unknown reward component 'speed'; choices: \[.*cost"),
+        (
+            {"validity": 1.0, "speed": 1.0},
+            r"unknown reward component 'speed'; choose one of: .*cost",
+        ),
         ({"validity": -0.1}, r"'validity' must be finite and >= 0"),
         ({"validity": math.nan}, r"'validity' must be finite"),
         ({"validity": math.inf}, r"'validity' must be finite"),
