@@ -80,7 +80,7 @@ def test_the_formatted_report_is_a_checklist(run_dir):
     assert "fired at 6 step(s): 7-12" in text
     assert "1 of 10 updates (10.0%)" in text
     assert "Rollbacks: 1 at steps 3" in text and "First deadlock: step 6" in text
-    assert "Verdict: entropy_low, deadlock, zero_grad, update_collapse" in text
+    assert "Verdict: deadlock, entropy_low, update_collapse, zero_grad" in text
 
 
 def test_the_json_report_is_serialisable(run_dir):

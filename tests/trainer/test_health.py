@@ -12,6 +12,7 @@ from flowgrpo.trainer.monitoring.health import (
     Alert,
     HealthConfig,
     HealthMonitor,
+    check_info,
     check_names,
     format_alert,
     get_check,
@@ -175,9 +176,24 @@ def test_registry_rejects_duplicates_and_lists_choices_for_unknown_names():
         register_check("deadlock")(lambda h, c: None)
     with pytest.raises(ValueError, match="already registered"):
         register_check("entropy_low", lambda h, c: None)
-    with pytest.raises(ValueError, match=r"did you mean 'deadlock'.*choose from: entropy_low"):
+    with pytest.raises(ValueError, match=r"did you mean 'deadlock'.*choose one of: adv_extreme"):
         get_check("dedlock")
     assert {"entropy_low", "deadlock", "update_collapse"} <= set(check_names())
+    with pytest.raises(ValueError, match="identifier"):
+        register_check("not a name", lambda h, c: None)
+
+
+def test_checks_are_listed_and_run_in_sorted_name_order():
+    names = check_names()
+    assert names == tuple(sorted(names)) and names[0] == "adv_extreme"
+    assert health.HEALTH_CHECKS.names() == names
+    assert check_info("deadlock") == (
+        ("frac_reward_zero_std",),
+        health.HEALTH_CHECKS.meta("deadlock")["summary"],
+    )
+    # entropy_low and deadlock fire on the same line: alerts come in name order
+    lines = history(4, entropy={4: 0.01}, frac_reward_zero_std={2: 1.0, 3: 1.0, 4: 1.0})
+    assert [a.name for a in run_checks(lines)] == ["deadlock", "entropy_low"]
 
 
 def test_a_registered_check_runs_and_can_be_selected_by_name():
@@ -193,7 +209,7 @@ def test_a_registered_check_runs_and_can_be_selected_by_name():
         assert run_checks(lines, names=["deadlock"]) == []
         assert HealthConfig(stop_on=["test_reward_negative"]).stop_on == ("test_reward_negative",)
     finally:
-        del health._CHECKS["test_reward_negative"]
+        health.HEALTH_CHECKS.unregister("test_reward_negative")
 
 
 @pytest.mark.parametrize(
@@ -219,7 +235,7 @@ def test_bad_config_values_name_the_field_and_the_fix(kwargs, field):
     with pytest.raises(ValueError, match=f"HealthConfig.{field}") as info:
         HealthConfig(**kwargs)
     message = str(info.value)
-    assert any(fix in message for fix in ("set health.", "choose from", "drop it", "write e.g."))
+    assert any(fix in message for fix in ("set health.", "choose one of", "drop it", "write e.g."))
 
 
 def test_config_from_a_mapping_rejects_unknown_keys_and_round_trips():

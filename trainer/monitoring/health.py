@@ -33,6 +33,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 
+from flowgrpo.registry import Registry
 from flowgrpo.trainer.monitoring.collapse import collapse_at
 
 logger = logging.getLogger(__name__)
@@ -76,61 +77,40 @@ def format_alert(alert: Alert) -> str:
 
 CheckFn = Callable[[Sequence[Mapping], "HealthConfig"], "Alert | None"]
 
-
-@dataclass(frozen=True)
-class _Check:
-    fn: CheckFn
-    keys: tuple[str, ...]
-    summary: str
-
-
-_CHECKS: dict[str, _Check] = {}
+HEALTH_CHECKS: Registry[CheckFn] = Registry("health check")
+"""Every health check by name; each entry's metadata holds ``keys`` (the metrics keys it reads)
+and ``summary`` (its one-line condition). :func:`run_checks` runs them in sorted name order."""
 
 
 def register_check(
     name: str, fn: CheckFn | None = None, *, keys: Iterable[str] = (), summary: str = ""
 ):
-    """Add ``check(history, config) -> Alert | None`` to the registry as ``name``.
+    """Add ``check(history, config) -> Alert | None`` to :data:`HEALTH_CHECKS` as ``name``.
 
     Use as ``register_check(name, fn)`` or as a decorator ``@register_check(name)``.
     ``keys`` are the metrics keys it reads (a report shows the check as not evaluated when none
-    of them was logged); ``summary`` is its one-line condition. Duplicate names raise.
+    of them was logged); ``summary`` is its one-line condition. Names must be identifiers (they
+    are written in ``health.stop_on``); duplicate names raise.
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"check name must be an identifier like 'entropy_low', got {name!r}")
-
-    def add(fn: CheckFn) -> CheckFn:
-        if name in _CHECKS:
-            raise ValueError(f"a health check named {name!r} is already registered; pick another")
-        _CHECKS[name] = _Check(fn, tuple(keys), summary)
-        return fn
-
-    return add if fn is None else add(fn)
+    return HEALTH_CHECKS.register(name, fn, keys=tuple(keys), summary=summary)
 
 
 def check_names() -> tuple[str, ...]:
-    """Registered check names, in registration order."""
-    return tuple(_CHECKS)
-
-
-def _unknown(name: str) -> ValueError:
-    close = difflib.get_close_matches(str(name), list(_CHECKS), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return ValueError(f"unknown health check {name!r}{hint}; choose from: {', '.join(_CHECKS)}")
+    """Registered check names, sorted (the order checks run and reports list them in)."""
+    return HEALTH_CHECKS.names()
 
 
 def get_check(name: str) -> CheckFn:
     """The check function registered as ``name``; unknown names list the choices."""
-    if name not in _CHECKS:
-        raise _unknown(name)
-    return _CHECKS[name].fn
+    return HEALTH_CHECKS.get(name)
 
 
 def check_info(name: str) -> tuple[tuple[str, ...], str]:
     """(metrics keys read, one-line condition) of a registered check."""
-    if name not in _CHECKS:
-        raise _unknown(name)
-    return _CHECKS[name].keys, _CHECKS[name].summary
+    meta = HEALTH_CHECKS.meta(name)
+    return tuple(meta.get("keys", ())), str(meta.get("summary", ""))
 
 
 # --------------------------------------------------------------------------- config
@@ -208,12 +188,12 @@ class HealthConfig:
         if isinstance(stop_on, str) or not isinstance(stop_on, Iterable):
             raise ValueError(
                 f"HealthConfig.stop_on must be a list of check names, got {stop_on!r}; "
-                f"write e.g. stop_on: [deadlock] (choices: {', '.join(_CHECKS)})"
+                f"write e.g. stop_on: [deadlock] (choices: {', '.join(check_names())})"
             )
         stop_on = tuple(stop_on)
         for name in stop_on:
-            if name not in _CHECKS:
-                raise ValueError(f"HealthConfig.stop_on: {_unknown(name)}")
+            if name not in HEALTH_CHECKS:
+                raise ValueError(f"HealthConfig.stop_on: {HEALTH_CHECKS.unknown_message(name)}")
         if "update_collapse" in stop_on and self.guard == "off":
             raise ValueError(
                 "HealthConfig.stop_on names update_collapse but guard is 'off' (collapses are "
