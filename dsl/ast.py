@@ -81,11 +81,6 @@ class Workflow:
 
     root: Node
 
-    def __str__(self) -> str:  # pragma: no cover - convenience
-        from flowgrpo.dsl.canonical import canonical
-
-        return canonical(self)
-
 
 def children(node: Node) -> tuple[Node, ...]:
     """The direct sub-nodes of ``node`` in execution order (``done`` branches omitted)."""

@@ -1,5 +1,9 @@
 """Execution result cache: by (canonical workflow, problem id, executor settings, limits).
 
+A key is a tuple of strings: the interpreter builds it from the canonical workflow, the problem
+id, the backend's ``settings_key`` and :meth:`operators.interpreter.Limits.cache_key` (canonical
+JSON of the limits), so equal settings give equal keys in every process and on every restart.
+
 Real runs repeat the same few workflows (20 distinct workflows in 570 samples), so caching
 decides the step time once workflows become valid. In memory, optionally persisted to a JSONL
 file (one line per result, appended) so a resumed run or an evaluation reuses earlier results.
@@ -8,11 +12,12 @@ Unscorable results (executor failures) are never cached.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
 from pathlib import Path
+
+from flowgrpo.operators.state import ExecutionResult
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +26,7 @@ class ExecutionCache:
     """A dict of results with hit/miss counts and an optional JSONL file behind it."""
 
     def __init__(self, path: str | os.PathLike | None = None, max_entries: int = 200_000):
-        self._data: dict[str, object] = {}
+        self._data: dict[str, ExecutionResult] = {}
         self.hits = self.misses = 0
         self.max_entries = max_entries
         self.path = Path(path) if path else None
@@ -29,10 +34,13 @@ class ExecutionCache:
             self._load()
 
     @staticmethod
-    def _key(key: tuple) -> str:
-        return json.dumps([str(k) for k in key])
+    def _key(key: tuple[str, ...]) -> str:
+        if not all(isinstance(part, str) for part in key):
+            raise TypeError(f"cache key parts must be strings, got {key!r}")
+        return json.dumps(list(key))
 
-    def get(self, key: tuple):
+    def get(self, key: tuple[str, ...]) -> ExecutionResult | None:
+        """The result stored under ``key``, or None (counted as a hit or a miss)."""
         value = self._data.get(self._key(key))
         if value is None:
             self.misses += 1
@@ -40,7 +48,8 @@ class ExecutionCache:
             self.hits += 1
         return value
 
-    def put(self, key: tuple, result) -> None:
+    def put(self, key: tuple[str, ...], result: ExecutionResult) -> None:
+        """Store ``result`` (evicting the oldest entry when full) and append it to the file."""
         if len(self._data) >= self.max_entries:
             self._data.pop(next(iter(self._data)))  # oldest first
         k = self._key(key)
@@ -48,7 +57,7 @@ class ExecutionCache:
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps({"key": k, "result": _to_dict(result)}) + "\n")
+                f.write(json.dumps({"key": k, "result": result.to_dict()}) + "\n")
 
     @property
     def hit_rate(self) -> float:
@@ -67,21 +76,12 @@ class ExecutionCache:
         }
 
     def _load(self) -> None:
-        from flowgrpo.operators.interpreter import ExecutionResult
-        from flowgrpo.operators.state import TraceEntry
-
         bad = 0
         for line in self.path.read_text(encoding="utf-8").splitlines():
             try:
                 row = json.loads(line)
-                res = row["result"]
-                res["trace"] = tuple(TraceEntry(**t) for t in res["trace"])
-                self._data[row["key"]] = ExecutionResult(**res)
+                self._data[row["key"]] = ExecutionResult.from_dict(row["result"])
             except (ValueError, KeyError, TypeError):
                 bad += 1  # a torn last line after a kill: skip it
         if bad:
             logger.warning("execution cache %s: skipped %d unreadable lines", self.path, bad)
-
-
-def _to_dict(result) -> dict:
-    return dataclasses.asdict(result)

@@ -14,6 +14,8 @@ a recorded reason, never an exception. An executor failure marks the run *unscor
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -24,7 +26,7 @@ from flowgrpo.dsl import Cond, Loop, Node, Op, Parallel, Seq, Workflow, validate
 from flowgrpo.operators.cache import ExecutionCache
 from flowgrpo.operators.llm import LLM
 from flowgrpo.operators.ops import OpSettings, get_operator
-from flowgrpo.operators.state import Ask, OpGen, State, TraceEntry
+from flowgrpo.operators.state import Ask, ExecutionResult, OpGen, State, TraceEntry
 from flowgrpo.operators.tasks.base import Problem
 
 logger = logging.getLogger(__name__)
@@ -50,32 +52,10 @@ class Limits:
         if self.max_seconds <= 0:
             raise ValueError("Limits.max_seconds must be > 0 (seconds)")
 
-
-@dataclass(frozen=True)
-class ExecutionResult:
-    """The outcome of running one workflow on one problem.
-
-    Attributes:
-        answer: the final solution text (None if no generator produced one).
-        correct: the checker's verdict (False when unscorable).
-        score: the checker's score in [0, 1] (partial credit where the checker gives it).
-        trace: every LLM call and sandbox run with prompt, output and seconds.
-        calls: LLM calls made; code_runs: sandbox runs; tokens: prompt + completion tokens.
-        seconds: wall time of the run.
-        error: why the run stopped early or could not run (None when it finished).
-        unscorable: the executor failed (server down after retries): not the same as wrong.
-    """
-
-    answer: str | None
-    correct: bool
-    score: float
-    trace: tuple[TraceEntry, ...] = ()
-    calls: int = 0
-    code_runs: int = 0
-    tokens: int = 0
-    seconds: float = 0.0
-    error: str | None = None
-    unscorable: bool = False
+    def cache_key(self) -> str:
+        """Every field (operator settings included) as canonical JSON: the cache key's part for
+        the limits, stable across processes and Python versions (unlike a dataclass repr)."""
+        return json.dumps(dataclasses.asdict(self), sort_keys=True, separators=(",", ":"))
 
 
 class _Stop(Exception):
@@ -319,7 +299,7 @@ def run_workflows(
                 None, False, 0.0, error=f"invalid workflow: {first.code}: {first.message}"
             )
             continue
-        key = (report.canonical, problem.id, llm.settings_key, limits)
+        key = (report.canonical, problem.id, llm.settings_key, limits.cache_key())
         hit = cache.get(key) if cache is not None else None
         if hit is not None:
             results[i] = hit

@@ -1,13 +1,16 @@
-"""Execution state and the effects operators ask the interpreter to perform.
+"""Execution state, the effects operators ask the interpreter to perform, and the result of a run.
 
 Operators are generator functions: they ``yield`` a list of effects (:class:`Ask` for an LLM call,
 :class:`RunCode` for the sandbox) and receive the list of their results. The interpreter gathers
-the effects of many workflows and performs them in batches (one ``generate`` per stage).
+the effects of many workflows and performs them in batches (one ``generate`` per stage). A run
+ends in an :class:`ExecutionResult`, which the execution cache stores and the rewards read; it
+lives here, below both, so neither has to import the interpreter for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import dataclasses
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,3 +97,41 @@ class State:
             self.counters,
             self.loop_depth,
         )
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """The outcome of running one workflow on one problem.
+
+    Attributes:
+        answer: the final solution text (None if no generator produced one).
+        correct: the checker's verdict (False when unscorable).
+        score: the checker's score in [0, 1] (partial credit where the checker gives it).
+        trace: every LLM call and sandbox run with prompt, output and seconds.
+        calls: LLM calls made; code_runs: sandbox runs; tokens: prompt + completion tokens.
+        seconds: wall time of the run.
+        error: why the run stopped early or could not run (None when it finished).
+        unscorable: the executor failed (server down after retries): not the same as wrong.
+    """
+
+    answer: str | None
+    correct: bool
+    score: float
+    trace: tuple[TraceEntry, ...] = ()
+    calls: int = 0
+    code_runs: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    unscorable: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (the trace as a list of dicts); :meth:`from_dict` inverts it."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ExecutionResult:
+        """The result :meth:`to_dict` wrote. Raises ``KeyError``/``TypeError`` on other data."""
+        fields = dict(data)
+        fields["trace"] = tuple(TraceEntry(**entry) for entry in fields.get("trace", ()))
+        return cls(**fields)

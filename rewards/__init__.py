@@ -21,6 +21,7 @@ from flowgrpo.rewards.components import (
     register_component,
 )
 from flowgrpo.rewards.history import RecentWorkflows
+from flowgrpo.rewards.options import DIVERSITY_METRICS, RewardOptions
 from flowgrpo.rewards.sample import Sample, make_sample
 from flowgrpo.rewards.score import (
     RewardTable,
@@ -30,7 +31,7 @@ from flowgrpo.rewards.score import (
     score_samples,
     weighted_sum,
 )
-from flowgrpo.rewards.spec import DEFAULT_WEIGHTS, DIVERSITY_METRICS, RewardOptions, RewardSpec
+from flowgrpo.rewards.spec import DEFAULT_WEIGHTS, RewardSpec
 
 __all__ = [
     "DEFAULT_WEIGHTS",

@@ -25,19 +25,17 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from flowgrpo.operators.checkers import graded_math
+from flowgrpo.operators.state import ExecutionResult
 from flowgrpo.registry import Registry
+from flowgrpo.rewards.history import RecentWorkflows
+from flowgrpo.rewards.options import RewardOptions
+from flowgrpo.rewards.sample import Sample
 
-if TYPE_CHECKING:
-    from flowgrpo.operators.interpreter import ExecutionResult
-    from flowgrpo.rewards.history import RecentWorkflows
-    from flowgrpo.rewards.sample import Sample
-    from flowgrpo.rewards.spec import RewardOptions
-
-ComponentFn = Callable[["Sequence[Sample]", "RewardOptions", "RecentWorkflows | None"], np.ndarray]
+ComponentFn = Callable[[Sequence[Sample], RewardOptions, "RecentWorkflows | None"], np.ndarray]
 
 #: Reward components by name.
 REWARD_COMPONENTS: Registry[ComponentFn] = Registry("reward component")
@@ -151,8 +149,6 @@ def _partial_credit(sample: Sample, options: RewardOptions) -> float:
     if domain == "math":
         if not options.graded_math or run.answer is None or problem.answer is None:
             return 0.0
-        from flowgrpo.operators.checkers import graded_math
-
         try:
             return graded_math(run.answer, problem.answer)
         except ValueError:  # a reference without a number: no partial credit

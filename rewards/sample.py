@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flowgrpo.dsl import Extraction, Report, extract, validate
-from flowgrpo.operators.interpreter import ExecutionResult
+from flowgrpo.operators.state import ExecutionResult
 from flowgrpo.operators.tasks.base import Problem
 
 

@@ -9,6 +9,7 @@ from flowgrpo.operators.backends.scripted import ScriptedBackend
 from flowgrpo.operators.cache import ExecutionCache
 from flowgrpo.operators.interpreter import Limits, run_workflow, run_workflows
 from flowgrpo.operators.ops import (
+    OpSettings,
     get_operator,
     parse_verdict,
     register_operator,
@@ -221,6 +222,26 @@ def test_cache_counts_hits_and_survives_a_restart(tmp_path):
     reloaded = ExecutionCache(path)
     assert run_workflow("Custom", P, llm, check=exact, cache=reloaded) == first
     assert len(llm.calls) == 1 and reloaded.hits == 1
+
+
+def test_cache_key_of_limits_is_canonical_json_of_every_setting():
+    key = Limits().cache_key()
+    assert key == Limits().cache_key()
+    assert '"max_llm_calls":24' in key and '"programmer_retries":1' in key
+    assert Limits(ops=OpSettings(md_votes=5)).cache_key() != key
+    assert Limits(max_seconds=60).cache_key() != key
+
+
+def test_cache_rejects_keys_that_are_not_strings():
+    with pytest.raises(TypeError, match="cache key parts must be strings"):
+        ExecutionCache().get(("Custom", "t/1", "scripted", Limits()))
+
+
+def test_other_limits_miss_the_cache():
+    cache, llm = ExecutionCache(), script({CUSTOM: "5"})
+    run_workflow("Custom", P, llm, check=exact, cache=cache)
+    run_workflow("Custom", P, llm, Limits(max_llm_calls=3), check=exact, cache=cache)
+    assert len(llm.calls) == 2 and len(cache) == 2
 
 
 def test_unscorable_results_are_not_cached():
