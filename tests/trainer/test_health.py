@@ -5,7 +5,9 @@ import logging
 import math
 
 import pytest
+import yaml
 
+from flowgrpo.configuration import ConfigError
 from flowgrpo.trainer.monitoring import health
 from flowgrpo.trainer.monitoring.health import (
     EXIT_CODE_ALERT_STOP,
@@ -232,10 +234,25 @@ def test_a_registered_check_runs_and_can_be_selected_by_name():
     ],
 )
 def test_bad_config_values_name_the_field_and_the_fix(kwargs, field):
-    with pytest.raises(ValueError, match=f"HealthConfig.{field}") as info:
+    with pytest.raises(ConfigError, match=f"^health.{field}: ") as info:
         HealthConfig(**kwargs)
     message = str(info.value)
     assert any(fix in message for fix in ("set health.", "choose one of", "drop it", "write e.g."))
+
+
+def test_guard_off_from_yaml_is_the_word_off():
+    # `--set health.guard=off` and `guard: off` in a YAML file both arrive as False (YAML 1.1)
+    assert yaml.safe_load("off") is False
+    assert HealthConfig.from_dict({"guard": False}).guard == "off"
+    assert HealthConfig.from_dict(yaml.safe_load("guard: off\nstop_on: [deadlock]")).guard == "off"
+    assert HealthConfig.from_dict({"guard": "rollback"}).guard == "rollback"
+    with pytest.raises(ConfigError, match=r"health.guard: got True; choose one of off, warn"):
+        HealthConfig.from_dict({"guard": True})  # `on` is no mode
+    with pytest.raises(ConfigError, match=r"health.stop_on: expected a list"):
+        HealthConfig.from_dict({"stop_on": "deadlock"})
+    with pytest.raises(ConfigError, match=r"health.deadlock_steps: expected an integer"):
+        HealthConfig.from_dict({"deadlock_steps": "3"})
+    assert HealthConfig.from_dict({"entropy_min": "1e-2"}).entropy_min == 0.01  # YAML 1.1 string
 
 
 def test_config_from_a_mapping_rejects_unknown_keys_and_round_trips():
@@ -243,8 +260,12 @@ def test_config_from_a_mapping_rejects_unknown_keys_and_round_trips():
     assert config.deadlock_steps == 5 and config.stop_on == ("deadlock",)
     assert HealthConfig.from_dict(config.to_dict()) == config
     assert HealthConfig.from_dict(None) == HealthConfig()
-    with pytest.raises(ValueError, match="did you mean 'entropy_min'"):
+    with pytest.raises(
+        ConfigError, match=r"unknown key health\.entropy_mn; did you mean 'entropy_min'"
+    ):
         HealthConfig.from_dict({"entropy_mn": 0.2})
+    with pytest.raises(ConfigError, match="health: expected a mapping"):
+        HealthConfig.from_dict(["deadlock_steps"])
 
 
 def test_monitor_counts_every_firing_and_logs_a_warning_only_on_entry(caplog):

@@ -26,13 +26,14 @@ breaks a streak of consecutive steps. Torch-free; no I/O.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from typing import Literal, get_args
 
+from flowgrpo.configuration import check, from_dict
 from flowgrpo.registry import Registry
 from flowgrpo.trainer.monitoring.collapse import collapse_at
 
@@ -42,7 +43,8 @@ EXIT_CODE_ALERT_STOP = 3
 """Exit status of ``flowgrpo train`` when it stopped because an alert named in ``stop_on``
 fired (0 success, 1 a problem found, 2 usage error)."""
 
-GUARD_MODES = ("off", "warn", "rollback")
+GuardMode = Literal["off", "warn", "rollback"]
+GUARD_MODES: tuple[str, ...] = get_args(GuardMode)
 _ZERO = 1e-12  # |x| at or below this counts as exactly zero (loss, grad_norm)
 
 
@@ -128,6 +130,11 @@ def _is_num(value) -> bool:
 class HealthConfig:
     """Thresholds of the health checks and the collapse guard (the ``health`` config section).
 
+    Built from YAML by :func:`flowgrpo.configuration.from_dict` (unknown keys raise with a
+    suggestion; ``guard: off``, which YAML reads as false, becomes ``"off"``); every field is
+    checked in ``__post_init__`` and a bad value raises :class:`~flowgrpo.configuration.
+    ConfigError` naming ``health.<field>`` and the fix. Tests: ``tests/trainer/test_health.py``.
+
     Attributes:
         entropy_min: ``entropy_low`` fires below this mean token entropy (nats). 0 disables.
         deadlock_steps: consecutive steps with ``frac_reward_zero_std`` = 1 for ``deadlock``.
@@ -169,52 +176,45 @@ class HealthConfig:
     stop_on: tuple[str, ...] = ()
     collapse_fallback_jump: float = 0.3
     collapse_validity_drop: float = 0.3
-    guard: str = "warn"
+    guard: GuardMode = "warn"
     rollback_lr_factor: float = 0.5
 
     def __post_init__(self):
         for name, (ok, what) in _RULES.items():
             value = getattr(self, name)
-            if not ok(value, self):
-                default = HealthConfig.__dataclass_fields__[name].default
-                raise ValueError(
-                    f"HealthConfig.{name} must be {what}, got {value!r}; "
-                    f"set health.{name} in the config (default {default!r})"
-                )
+            default = HealthConfig.__dataclass_fields__[name].default
+            check(
+                ok(value, self),
+                f"health.{name}",
+                f"must be {what}, got {value!r}; set health.{name} in the config "
+                f"(default {default!r})",
+            )
         self._check_stop_on()
 
     def _check_stop_on(self) -> None:
         stop_on = self.stop_on
-        if isinstance(stop_on, str) or not isinstance(stop_on, Iterable):
-            raise ValueError(
-                f"HealthConfig.stop_on must be a list of check names, got {stop_on!r}; "
-                f"write e.g. stop_on: [deadlock] (choices: {', '.join(check_names())})"
-            )
+        check(
+            not isinstance(stop_on, str) and isinstance(stop_on, Iterable),
+            "health.stop_on",
+            f"must be a list of check names, got {stop_on!r}; write e.g. stop_on: [deadlock] "
+            f"(choices: {', '.join(check_names())})",
+        )
         stop_on = tuple(stop_on)
         for name in stop_on:
-            if name not in HEALTH_CHECKS:
-                raise ValueError(f"HealthConfig.stop_on: {HEALTH_CHECKS.unknown_message(name)}")
-        if "update_collapse" in stop_on and self.guard == "off":
-            raise ValueError(
-                "HealthConfig.stop_on names update_collapse but guard is 'off' (collapses are "
-                "not checked then): set guard to 'warn' or 'rollback', or drop it from stop_on"
-            )
+            check(name in HEALTH_CHECKS, "health.stop_on", HEALTH_CHECKS.unknown_message(name))
+        check(
+            not ("update_collapse" in stop_on and self.guard == "off"),
+            "health.stop_on",
+            "names update_collapse but guard is 'off' (collapses are not checked then): set "
+            "health.guard to 'warn' or 'rollback', or drop it from stop_on",
+        )
         object.__setattr__(self, "stop_on", stop_on)
 
     @classmethod
-    def from_dict(cls, values: Mapping | None) -> HealthConfig:
-        """Build from a mapping (a config file's ``health`` section); unknown keys raise."""
-        if values is None:
-            return cls()
-        if not isinstance(values, Mapping):
-            raise ValueError(f"the health section must be a mapping of settings, got {values!r}")
-        known = [f.name for f in fields(cls)]
-        for key in values:
-            if key not in known:
-                close = difflib.get_close_matches(str(key), known, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ValueError(f"unknown health setting {key!r}{hint}; known: {', '.join(known)}")
-        return cls(**dict(values))
+    def from_dict(cls, data: Mapping | None, path: str = "health.") -> HealthConfig:
+        """Build from a config file's ``health`` section (:func:`flowgrpo.configuration.
+        from_dict` with messages prefixed ``path``); None gives the defaults."""
+        return from_dict(cls, data, path)
 
     def to_dict(self) -> dict:
         """A JSON/YAML-ready dict (``stop_on`` as a list)."""
