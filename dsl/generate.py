@@ -11,6 +11,7 @@ import random
 
 from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow
 from flowgrpo.dsl.operators import CHECKER, GENERATOR, OPERATORS, REFINER
+from flowgrpo.dsl.validate import validate
 
 _GENERATORS = [n for n, s in OPERATORS.items() if s.role == GENERATOR]
 _CHECKERS = [n for n, s in OPERATORS.items() if s.role == CHECKER]
@@ -26,8 +27,6 @@ def random_workflow(
     domain: str | None = None,
 ) -> Workflow:
     """A random workflow with up to ``max_steps`` top-level steps and nesting ``max_depth``."""
-    from flowgrpo.dsl.validate import validate  # local: validate imports this module's siblings
-
     while True:
         steps = [_op(rng, _GENERATORS)]
         steps += [_step(rng, max_depth) for _ in range(rng.randint(0, max_steps - 1))]

@@ -76,8 +76,8 @@ def _fast_lark() -> Lark:
     error message is the same with or without the accelerator.
     """
     try:
-        import lark_cython
-    except ImportError:  # optional accelerator
+        import lark_cython  # optional: the compiled parser, used only when installed
+    except ImportError:
         return _lark()
     grammar = files(__package__).joinpath("workflow.lark").read_text(encoding="utf-8")
     return Lark(

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from flowgrpo.operators.sandbox import run_python
 from flowgrpo.operators.tasks.base import Problem
 
 log = logging.getLogger(__name__)
@@ -327,8 +328,6 @@ def check_code(
     Raises:
         ValueError: ``tests`` is empty (a problem without tests cannot be scored).
     """
-    from flowgrpo.operators.sandbox import run_python  # lazily: the checker module stays light
-
     tests = [tests] if isinstance(tests, str) else list(tests)
     if not tests:
         raise ValueError("check_code needs at least one test; this problem has none")

@@ -24,8 +24,10 @@ from typing import Any
 
 from flowgrpo.dsl import Cond, Loop, Node, Op, Parallel, Seq, Workflow, validate
 from flowgrpo.operators.cache import ExecutionCache
+from flowgrpo.operators.checkers import check_answer
 from flowgrpo.operators.llm import LLM
 from flowgrpo.operators.ops import OpSettings, get_operator
+from flowgrpo.operators.sandbox import run_python_batch
 from flowgrpo.operators.state import Ask, ExecutionResult, OpGen, State, TraceEntry
 from flowgrpo.operators.tasks.base import Problem
 
@@ -237,8 +239,6 @@ def _perform_code(items: list, sandbox: Callable, out: dict) -> None:
 
 
 def _default_sandbox(codes: list[str], timeouts: list[float]) -> list:
-    from flowgrpo.operators.sandbox import run_python_batch
-
     return run_python_batch(codes, timeout_s=max(timeouts))
 
 
@@ -286,8 +286,7 @@ def run_workflows(
         on_round: called after each batched round with (round, runs still active).
     """
     limits = limits or Limits()
-    if check is None:
-        from flowgrpo.operators.checkers import check_answer as check
+    check = check or check_answer
     sandbox = sandbox or _default_sandbox
     results: list[ExecutionResult | None] = [None] * len(pairs)
     todo: dict[tuple, tuple[Workflow, Problem, list[int]]] = {}

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from flowgrpo.operators.interpreter import run_workflows
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.rewards.components import get_component
 from flowgrpo.rewards.history import RecentWorkflows
@@ -75,8 +76,6 @@ def prepare_samples(
             f"{len(todo)} valid workflow(s) need an executor: pass llm=..., or execute=False "
             "to score without running them"
         )
-    from flowgrpo.operators.interpreter import run_workflows
-
     pairs = [(samples[i].canonical, samples[i].problem) for i in todo]
     results = run_workflows(pairs, llm, limits=limits, cache=cache, check=check, sandbox=sandbox)
     for i, result in zip(todo, results):

@@ -1,4 +1,6 @@
-"""No import cycles among the modules of dsl/, operators/, rewards/ and trainer/.
+"""Import structure: no import cycles among the modules of dsl/, operators/, rewards/ and
+trainer/; in dsl/, operators/ and rewards/, a function-local import only for a heavy or optional
+dependency, and saying so.
 
 The check reads the source (it imports nothing): every ``import flowgrpo.x`` and
 ``from flowgrpo.x import y`` anywhere in a module (module level, inside functions, and under
@@ -134,3 +136,69 @@ def test_no_import_cycles(package):
         if any(m == prefix or m.startswith(prefix + ".") for m in c)
     ]
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+#: Where function-local imports must say why; operators/sandbox/ is its own case (its owner's).
+LIGHT_CASES = ("dsl", "operators", "operators/sandbox", "rewards")
+REASONS = ("# heavy", "# optional")
+
+
+def local_imports_without_reason(path: Path) -> list[str]:
+    """``file:line: import`` for each import inside a function of ``path`` without a reason.
+
+    The reason is a comment starting ``# heavy`` or ``# optional``, on the import's line or on
+    the line above the block of consecutive import lines it belongs to.
+    """
+    lines = path.read_text().splitlines()
+    tree = ast.parse("\n".join(lines), filename=str(path))
+    local = {
+        node.lineno
+        for func in ast.walk(tree)
+        if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for node in ast.walk(func)
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and not _has_reason(lines, node)
+    }
+    return [f"{path}:{n}: {lines[n - 1].strip()}" for n in sorted(local)]
+
+
+def _has_reason(lines: list[str], node: ast.Import | ast.ImportFrom) -> bool:
+    here = lines[node.lineno - 1]
+    if "#" in here:
+        return here[here.index("#") :].startswith(REASONS)
+    above = node.lineno - 2
+    while above >= 0 and lines[above].strip().startswith(("import ", "from ")):
+        above -= 1
+    return above >= 0 and lines[above].strip().startswith(REASONS)
+
+
+def test_local_import_check_flags_an_unexplained_import(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(
+        "import os\n"
+        "def f():\n    import json\n"
+        "def g():\n    import torch  # heavy: torch\n"
+        "def h():\n    # optional: the accelerator\n    import lark_cython\n    import x\n"
+        "class C:\n    def m(self):\n        from a import b  # lazily\n"
+        "def k():\n    y = 1\n    import z\n"
+    )
+    assert local_imports_without_reason(path) == [
+        f"{path}:3: import json",
+        f"{path}:12: from a import b  # lazily",
+        f"{path}:15: import z",
+    ]
+
+
+@pytest.mark.parametrize("case", LIGHT_CASES)
+def test_function_local_imports_are_heavy_or_optional(case):
+    """Other imports belong at module level, where a reader sees a module's dependencies."""
+    others = [ROOT / c for c in LIGHT_CASES if c != case and c.startswith(case + "/")]
+    found = [
+        line
+        for path in sorted((ROOT / case).rglob("*.py"))
+        if not any(path.is_relative_to(other) for other in others)
+        for line in local_imports_without_reason(path)
+    ]
+    assert not found, (
+        "function-local imports without a '# heavy: ...' or '# optional: ...' comment (move "
+        "them to module level, or say why they must stay):\n" + "\n".join(found)
+    )

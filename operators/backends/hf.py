@@ -59,6 +59,7 @@ def load_hf_model(
     returned in eval mode on ``device``. Not handled: downloads failing offline (transformers
     raises its own error).
     """
+    # heavy: torch and transformers, imported on first use so flowgrpo.operators stays light
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -270,7 +271,7 @@ class HFBackend:
     def _generate_tokens(
         self, prompts: list[str], max_new_tokens: int, temperature: float
     ) -> tuple[list[str], list[int], list[int]]:
-        import torch
+        import torch  # heavy: see load_hf_model
 
         tokenizer = self.tokenizer
         with_template = bool(getattr(tokenizer, "chat_template", None))
@@ -318,7 +319,7 @@ class HFBackend:
 
 def _is_peft_model(model: Any) -> bool:
     try:
-        from peft import PeftModel
+        from peft import PeftModel  # heavy (imports torch), and only needed for peft models
     except ImportError:
         return False
     return isinstance(model, PeftModel)

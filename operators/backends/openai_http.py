@@ -113,7 +113,7 @@ class OpenAIBackend:
     # -- lifecycle -------------------------------------------------------------------------
 
     def _get_client(self) -> Any:
-        import httpx
+        import httpx  # heavy: imported on first request so flowgrpo.operators.backends stays light
 
         with self._lock:
             if self._client is None:
@@ -208,7 +208,7 @@ class OpenAIBackend:
 
     def _attempt(self, client: Any, payload: dict[str, Any]) -> tuple[str, int, int]:
         """One POST: (text, prompt_tokens, completion_tokens), or raise _Retryable / _Fatal."""
-        import httpx
+        import httpx  # heavy: see _get_client
 
         try:
             response = client.post(self.url, json=payload)

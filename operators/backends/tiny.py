@@ -18,6 +18,7 @@ CHAT_TEMPLATE = (
 
 def build_tiny_tokenizer():
     """A character-level fast tokenizer over printable ASCII with <pad>, <s>, </s>, <unk>."""
+    # heavy: tokenizers and transformers, imported on first use so flowgrpo.operators stays light
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -40,6 +41,7 @@ def build_tiny_tokenizer():
 
 def build_tiny_model(seed: int = 0, hidden_size: int = 64, layers: int = 2):
     """(model, tokenizer): a random LlamaForCausalLM small enough for unit tests on a CPU."""
+    # heavy: torch and transformers (see build_tiny_tokenizer)
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
