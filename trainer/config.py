@@ -7,19 +7,36 @@ saved in the run directory (:func:`save_config`).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-import difflib
 import math
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
+from flowgrpo.configuration import ConfigError, check, from_dict, to_dict
 from flowgrpo.rewards import RewardSpec
-from flowgrpo.trainer.monitoring.health import HealthConfig
+from flowgrpo.trainer.algorithms.advantages import ESTIMATORS
 from flowgrpo.trainer.algorithms.losses import LossConfig
+from flowgrpo.trainer.monitoring.health import HealthConfig
+
+__all__ = [
+    "AlgorithmConfig",
+    "ConfigError",
+    "LoggingConfig",
+    "LoraSettings",
+    "ModelConfig",
+    "OptimConfig",
+    "RolloutConfig",
+    "TrainConfig",
+    "apply_override",
+    "from_dict",
+    "load_config",
+    "save_config",
+    "to_dict",
+]
 
 K_WARNING = (
     "num_generations (K) = {k} is below 8. With K=2 and std-normalised advantages, any two "
@@ -28,15 +45,6 @@ K_WARNING = (
     "scoring 1.0 is pushed away as hard as prose. A real run collapsed into prose after 37 of 38 "
     "updates this way. Use K >= 8, or set rollout.allow_small_groups: true to reproduce it."
 )
-
-
-class ConfigError(ValueError):
-    """A bad configuration: the message names the field and the fix."""
-
-
-def _check(ok: bool, name: str, message: str) -> None:
-    if not ok:
-        raise ConfigError(f"{name}: {message}")
 
 
 @dataclass(frozen=True)
@@ -54,11 +62,11 @@ class ModelConfig:
 
     name_or_path: str = "default"
     gguf_file: str | None = None
-    dtype: str = "float32"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     gradient_checkpointing: bool = False
 
     def __post_init__(self):
-        _check(
+        check(
             self.dtype in ("float32", "bfloat16", "float16"),
             "model.dtype",
             f"got {self.dtype!r}; use float32 (CPU), bfloat16 or float16 (GPU)",
@@ -81,9 +89,9 @@ class LoraSettings:
     target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
 
     def __post_init__(self):
-        _check(self.r >= 1, "lora.r", "must be >= 1")
-        _check(0 <= self.dropout < 1, "lora.dropout", "must be in [0, 1)")
-        _check(len(self.target_modules) > 0, "lora.target_modules", "name at least one module")
+        check(self.r >= 1, "lora.r", "must be >= 1")
+        check(0 <= self.dropout < 1, "lora.dropout", "must be in [0, 1)")
+        check(len(self.target_modules) > 0, "lora.target_modules", "name at least one module")
 
 
 @dataclass(frozen=True)
@@ -125,7 +133,7 @@ class RolloutConfig:
     top_p: float = 1.0
     max_new_tokens: int = 40
     generate_merged: bool = True
-    logprob_mode: str = "shared_prompt"
+    logprob_mode: Literal["shared_prompt", "full"] = "shared_prompt"
     execute: bool = True
     executor: str = "shared"
     executor_model: str = "default"
@@ -140,32 +148,32 @@ class RolloutConfig:
 
     def __post_init__(self):
         k = self.num_generations
-        _check(
+        check(
             k >= 2,
             "rollout.num_generations",
             f"K = {k}: a group needs at least 2 samples to have a baseline; use K >= 8",
         )
         if k < 8 and not self.allow_small_groups:
             raise ConfigError("rollout.num_generations: " + K_WARNING.format(k=k))
-        _check(self.problems_per_step >= 1, "rollout.problems_per_step", "must be >= 1")
-        _check(
+        check(self.problems_per_step >= 1, "rollout.problems_per_step", "must be >= 1")
+        check(
             self.temperature > 0,
             "rollout.temperature",
             "must be > 0: greedy sampling makes every group identical (zero variance)",
         )
-        _check(0 < self.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
-        _check(self.max_new_tokens >= 1, "rollout.max_new_tokens", "must be >= 1")
-        _check(
+        check(0 < self.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
+        check(self.max_new_tokens >= 1, "rollout.max_new_tokens", "must be >= 1")
+        check(
             self.logprob_mode in ("shared_prompt", "full"),
             "rollout.logprob_mode",
             "use shared_prompt or full",
         )
-        _check(
+        check(
             self.executor in ("shared", "hf", "openai"),
             "rollout.executor",
             "use shared, hf or openai",
         )
-        _check(self.max_resample_rounds >= 0, "rollout.max_resample_rounds", "must be >= 0")
+        check(self.max_resample_rounds >= 0, "rollout.max_resample_rounds", "must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -181,18 +189,15 @@ class AlgorithmConfig:
     """
 
     advantage: str = "dr_grpo"
-    loss: LossConfig = field(default_factory=lambda: LossConfig(max_new_tokens=40))
+    loss: LossConfig = field(default_factory=LossConfig)
     num_iterations: int = 1
 
     def __post_init__(self):
-        from flowgrpo.trainer.algorithms.advantages import available_estimators
-
-        _check(
-            self.advantage in available_estimators(),
-            "algorithm.advantage",
-            f"unknown {self.advantage!r}; choose one of {', '.join(available_estimators())}",
-        )
-        _check(self.num_iterations >= 1, "algorithm.num_iterations", "must be >= 1")
+        try:
+            ESTIMATORS.get(self.advantage)  # a dotted path registers itself here
+        except ValueError as exc:
+            raise ConfigError(f"algorithm.advantage: {exc}") from None
+        check(self.num_iterations >= 1, "algorithm.num_iterations", "must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -209,18 +214,18 @@ class OptimConfig:
     lr: float = 1e-4
     weight_decay: float = 0.0
     warmup_steps: int = 0
-    scheduler: str = "constant"
+    scheduler: Literal["constant", "cosine"] = "constant"
     max_steps: int = 30
     max_grad_norm: float = 1.0
     seed: int = 0
 
     def __post_init__(self):
-        _check(self.lr > 0 and math.isfinite(self.lr), "optim.lr", "must be a positive number")
-        _check(
+        check(self.lr > 0 and math.isfinite(self.lr), "optim.lr", "must be a positive number")
+        check(
             self.scheduler in ("constant", "cosine"), "optim.scheduler", "use constant or cosine"
         )
-        _check(self.max_steps >= 1, "optim.max_steps", "must be >= 1")
-        _check(self.max_grad_norm >= 0, "optim.max_grad_norm", "must be >= 0 (0 disables)")
+        check(self.max_steps >= 1, "optim.max_steps", "must be >= 1")
+        check(self.max_grad_norm >= 0, "optim.max_grad_norm", "must be >= 0 (0 disables)")
 
 
 @dataclass(frozen=True)
@@ -255,92 +260,85 @@ class TrainConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     health: HealthConfig = field(default_factory=lambda: HealthConfig(guard="rollback"))
 
+    def __post_init__(self):
+        """Cross-field rules, checked at load; derived values are derived here and only here."""
+        loss, budget = self.algorithm.loss, self.rollout.max_new_tokens
+        if loss.max_new_tokens is None:  # Dr. GRPO's constant normaliser = the generation budget
+            loss = dataclasses.replace(loss, max_new_tokens=budget)
+            algorithm = dataclasses.replace(self.algorithm, loss=loss)
+            object.__setattr__(self, "algorithm", algorithm)
+        check(
+            loss.max_new_tokens == budget,
+            "algorithm.loss.max_new_tokens",
+            f"{loss.max_new_tokens} differs from rollout.max_new_tokens={budget}: Dr. GRPO's "
+            "normaliser must be the generation budget; leave it unset (derived) or make them equal",
+        )
+
+    @property
+    def logprob_mode(self) -> str:
+        """How the update scores completions: ``full`` under gradient checkpointing (it
+        disables the KV cache the shared-prompt forward needs), else ``rollout.logprob_mode``."""
+        return "full" if self.model.gradient_checkpointing else self.rollout.logprob_mode
+
 
 # --------------------------------------------------------------------------- loading
 
 
-def from_dict(cls, data: Any, path: str = ""):
-    """Build dataclass ``cls`` from a nested dict, checking keys and value types."""
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path or 'config'}: expected a mapping, got {type(data).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for key, value in data.items():
-        if key not in fields:
-            close = difflib.get_close_matches(str(key), list(fields), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"unknown key {path}{key}{hint} (valid: {', '.join(fields)})")
-        kwargs[key] = _coerce(value, hints[key], f"{path}{key}")
-    try:
-        return cls(**kwargs)
-    except ConfigError:
-        raise
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{path.rstrip('.') or cls.__name__}: {exc}") from None
-
-
-def _coerce(value: Any, hint: Any, name: str) -> Any:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if dataclasses.is_dataclass(hint):
-        if hasattr(hint, "from_dict"):  # the section validates itself (rewards, health)
-            if value is not None and not isinstance(value, dict):
-                raise ConfigError(f"{name}: expected a mapping, got {value!r}")
-            try:
-                return hint.from_dict(value or {})
-            except (ValueError, TypeError) as exc:
-                raise ConfigError(f"{name}: {exc}") from None
-        return from_dict(hint, value, f"{name}.")
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        if value is None and type(None) in args:
+def _default_at(keys: list[str]) -> Any:
+    """The default value at a dotted path of TrainConfig (None when there is none)."""
+    obj: Any = TrainConfig()
+    for key in keys:
+        if dataclasses.is_dataclass(obj):
+            obj = getattr(obj, key, None)
+        elif isinstance(obj, dict):
+            obj = obj.get(key)
+        else:
             return None
-        inner = [a for a in args if a is not type(None)]
-        return _coerce(value, inner[0], name) if len(inner) == 1 else value
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{name}: expected a list, got {value!r}")
-        return tuple(value)
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{name}: expected true or false, got {value!r}")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{name}: expected an integer, got {value!r}")
-        return value
-    if hint is float:
-        if isinstance(value, str):  # YAML 1.1 reads 3e-5 (no dot) as a string
-            try:
-                value = float(value)
-            except ValueError:
-                raise ConfigError(f"{name}: expected a number, got {value!r}") from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{name}: expected a number, got {value!r}")
-        return float(value)
-    if hint is str and not isinstance(value, str):
-        raise ConfigError(f"{name}: expected a string, got {value!r}")
-    return value
+    return obj
+
+
+def _free_mapping(keys: list[str]) -> dict | None:
+    """A copy of the default at ``keys`` when it is a free-form mapping (reward weights), else
+    None (sections are dataclasses: their defaults come from the dataclass, not from here)."""
+    default = _default_at(keys)
+    if isinstance(default, dict) or (
+        default is not None and not dataclasses.is_dataclass(default) and hasattr(default, "keys")
+    ):
+        return copy.deepcopy(dict(default))
+    return None
 
 
 def apply_override(data: dict, assignment: str) -> None:
-    """Apply ``section.key=value`` (value parsed as YAML) to the raw config dict."""
+    """Apply ``section.key=value`` (value parsed as YAML) to the raw config dict.
+
+    A mapping is MERGED into the mapping already there (from the YAML file, or the defaults
+    when the file does not set it): ``--set rewards.weights.format=0.5`` keeps the other
+    weights. Write ``section.key:=value`` to REPLACE the whole value instead, e.g.
+    ``--set 'rewards.weights:={validity: 1.0}'``.
+    """
     if "=" not in assignment:
         raise ConfigError(
             f"--set {assignment!r}: write section.key=value, e.g. --set rollout.num_generations=16"
         )
     dotted, raw = assignment.split("=", 1)
+    replace = dotted.endswith(":")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
         raise ConfigError(f"--set {assignment!r}: value is not valid YAML ({exc})") from None
-    keys = dotted.strip().split(".")
+    keys = dotted.rstrip(":").strip().split(".")
     node = data
-    for key in keys[:-1]:
-        node = node.setdefault(key, {})
+    for depth, key in enumerate(keys[:-1]):
+        if key not in node:
+            node[key] = _free_mapping(keys[: depth + 1]) or {}
+        node = node[key]
         if not isinstance(node, dict):
             raise ConfigError(f"--set {assignment!r}: {key} is not a section")
+    old = node.get(keys[-1])
+    if old is None and isinstance(value, dict):
+        old = _free_mapping(keys)
+    if not replace and isinstance(value, dict) and isinstance(old, dict):
+        value = {**old, **value}
     node[keys[-1]] = value
 
 
@@ -357,32 +355,7 @@ def load_config(path: str | Path | None = None, overrides: tuple[str, ...] = ())
             raise ConfigError(f"{p}: not valid YAML: {exc}") from None
     for assignment in overrides:
         apply_override(data, assignment)
-    _default_normaliser(data)
     return from_dict(TrainConfig, data)
-
-
-def _default_normaliser(data: dict) -> None:
-    """Dr. GRPO's constant normaliser defaults to the rollout's max_new_tokens."""
-    rollout = data.get("rollout") if isinstance(data.get("rollout"), dict) else {}
-    algorithm = data.setdefault("algorithm", {})
-    if not isinstance(algorithm, dict):
-        return  # from_dict reports the type error
-    loss = algorithm.setdefault("loss", {})
-    if isinstance(loss, dict) and "max_new_tokens" not in loss:
-        loss["max_new_tokens"] = rollout.get("max_new_tokens", RolloutConfig.max_new_tokens)
-
-
-def to_dict(config) -> Any:
-    """Plain nested dicts and lists of a config (sections' own ``to_dict`` when they have one)."""
-    if hasattr(config, "to_dict") and dataclasses.is_dataclass(config):
-        return to_dict(config.to_dict())
-    if dataclasses.is_dataclass(config):
-        return {f.name: to_dict(getattr(config, f.name)) for f in dataclasses.fields(config)}
-    if isinstance(config, typing.Mapping):
-        return {k: to_dict(v) for k, v in config.items()}
-    if isinstance(config, (list, tuple)):
-        return [to_dict(v) for v in config]
-    return config
 
 
 def save_config(config: TrainConfig, path: str | Path) -> None:

@@ -2,7 +2,14 @@
 
 import pytest
 
-from flowgrpo.trainer.config import ConfigError, TrainConfig, from_dict, load_config, save_config, to_dict
+from flowgrpo.trainer.config import (
+    ConfigError,
+    TrainConfig,
+    from_dict,
+    load_config,
+    save_config,
+    to_dict,
+)
 
 
 def test_defaults_are_the_documented_cpu_default():
@@ -43,7 +50,7 @@ def test_resolved_config_round_trips_through_yaml(tmp_path):
         ("rollout.num_generations=abc", "expected an integer"),
         ("rollout.temperature=0", "greedy sampling makes every group identical"),
         ("algorithm.advantage=ppo", "choose one of"),
-        ("optim.scheduler=linear", "use constant or cosine"),
+        ("optim.scheduler=linear", "choose one of constant, cosine"),
         ("model.dtype=int8", "model.dtype"),
         ("rewards.weights.bogus=1", "bogus"),
         ("health.guard=maybe", "guard"),

@@ -6,17 +6,19 @@ import re
 import pytest
 import torch
 
-import flowgrpo.trainer.algorithms.losses as loss_mod
 from flowgrpo.trainer.algorithms.losses import (
+    AGGREGATIONS,
+    POLICY_LOSSES,
     LossConfig,
-    aggregate,
     available_aggregations,
     available_policy_losses,
     get_policy_loss,
-    kl_k3,
-    policy_objective,
     register_aggregation,
     register_policy_loss,
+)
+from flowgrpo.trainer.algorithms.objective import aggregate, policy_objective
+from flowgrpo.trainer.algorithms.tokens import (
+    kl_k3,
     token_logprobs_and_entropy,
     top_entropy_mask,
     truncation_mask,
@@ -382,18 +384,17 @@ def test_minus_inf_logits_give_finite_entropy_and_gradients():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"policy_loss": "ppo2"}, "LossConfig.policy_loss='ppo2' is unknown; choose one of: clip"),
-        ({"loss_agg": "sum"}, "LossConfig.loss_agg='sum' is unknown; choose one of: seq_mean"),
-        ({"loss_agg": "seq_mean_token_sum_norm"}, "LossConfig.max_new_tokens=None"),
-        ({"max_new_tokens": 0}, "LossConfig.max_new_tokens=0"),
-        ({"epsilon_low": 1.0}, "LossConfig.epsilon_low=1.0"),
-        ({"epsilon_high": -0.1}, "LossConfig.epsilon_high=-0.1"),
-        ({"clip_cov_ratio": 0.0}, "LossConfig.clip_cov_ratio=0.0"),
-        ({"clip_cov_lb": 5.0}, "LossConfig.clip_cov_lb=5.0: must be below clip_cov_ub"),
-        ({"beta": -1.0}, "LossConfig.beta=-1.0"),
-        ({"entropy_coef": math.nan}, "LossConfig.entropy_coef=nan"),
-        ({"top_entropy_frac": 1.5}, "LossConfig.top_entropy_frac=1.5"),
-        ({"mask_truncated": "yes"}, "LossConfig.mask_truncated='yes'"),
+        ({"policy_loss": "ppo2"}, "algorithm.loss.policy_loss: unknown policy loss 'ppo2'"),
+        ({"loss_agg": "sum"}, "algorithm.loss.loss_agg: unknown loss aggregation 'sum'"),
+        ({"max_new_tokens": 0}, "algorithm.loss.max_new_tokens: got 0"),
+        ({"epsilon_low": 1.0}, "algorithm.loss.epsilon_low: got 1.0"),
+        ({"epsilon_high": -0.1}, "algorithm.loss.epsilon_high: got -0.1"),
+        ({"clip_cov_ratio": 0.0}, "algorithm.loss.clip_cov_ratio: got 0.0"),
+        ({"clip_cov_lb": 5.0}, "algorithm.loss.clip_cov_lb: 5.0 must be below clip_cov_ub"),
+        ({"beta": -1.0}, "algorithm.loss.beta: got -1.0"),
+        ({"entropy_coef": math.nan}, "algorithm.loss.entropy_coef: got nan"),
+        ({"top_entropy_frac": 1.5}, "algorithm.loss.top_entropy_frac: got 1.5"),
+        ({"mask_truncated": "yes"}, "algorithm.loss.mask_truncated: got 'yes'"),
     ],
 )
 def test_config_errors_name_the_field(kwargs, message):
@@ -410,9 +411,17 @@ def test_config_defaults_are_dapo_clip_higher_and_dr_grpo_aggregation():
     assert (cfg.beta, cfg.entropy_coef, cfg.top_entropy_frac) == (0.0, 0.0, None)
 
 
-def test_registries_reject_duplicates_and_route_custom_entries(monkeypatch):
-    monkeypatch.setattr(loss_mod, "_POLICY_LOSSES", dict(loss_mod._POLICY_LOSSES))
-    monkeypatch.setattr(loss_mod, "_AGGREGATIONS", dict(loss_mod._AGGREGATIONS))
+@pytest.fixture
+def scratch_registries():
+    """Registries restored after the test (custom entries removed)."""
+    before = {r: set(r.names()) for r in (POLICY_LOSSES, AGGREGATIONS)}
+    yield
+    for registry, names in before.items():
+        for name in set(registry.names()) - names:
+            registry.unregister(name)
+
+
+def test_registries_reject_duplicates_and_route_custom_entries(scratch_registries):
     with pytest.raises(ValueError, match="policy loss 'clip' is already registered"):
         register_policy_loss("clip")(lambda *a, **k: None)
     with pytest.raises(ValueError, match="aggregation 'token_mean' is already registered"):
@@ -420,7 +429,7 @@ def test_registries_reject_duplicates_and_route_custom_entries(monkeypatch):
 
     @register_aggregation("total_sum")
     def total_sum(loss_NT, mask_NT, config):
-        return (loss_NT * mask_NT).sum()
+        return (loss_NT * mask_NT).sum(), 1.0
 
     assert aggregate("total_sum", torch.ones(2, 2), torch.ones(2, 2), CFG).item() == 4.0
     with pytest.raises(ValueError, match="unknown loss aggregation 'nope'; choose one of"):

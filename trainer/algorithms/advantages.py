@@ -20,68 +20,48 @@ Exact-zero rules, shared by every built-in estimator (tested with ``torch.equal`
 
 All arithmetic is done in float64; the result is float32. Not handled here: rewards of ±inf
 (rejected with an error), groups that are not consecutive blocks (reorder before calling).
-Importing this module does not import torch.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-if TYPE_CHECKING:
-    from torch import Tensor
+import torch
+from torch import Tensor
+
+from flowgrpo.registry import Registry
 
 #: ``fn(rewards_NC float64, group_size, weights_C float64, eps) -> adv_N float64``
-EstimatorFn = Callable[["Tensor", int, "Tensor", float], "Tensor"]
+EstimatorFn = Callable[[Tensor, int, Tensor, float], Tensor]
 
-_ESTIMATORS: dict[str, EstimatorFn] = {}
+ESTIMATORS: Registry[EstimatorFn] = Registry("advantage estimator")
 
 
-def register_estimator(name: str) -> Callable[[EstimatorFn], EstimatorFn]:
-    """Decorator registering an advantage estimator under ``name``; duplicate names raise.
+def register_estimator(name: str, fn: EstimatorFn | None = None):
+    """Register an advantage estimator (decorator or call style); duplicate names raise.
 
     The function receives validated inputs: ``rewards_NC`` float64 [N, C] (NaN allowed),
     ``group_size`` K with N % K == 0, ``weights_C`` float64 [C], ``eps``; it returns adv_N.
     """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"estimator name must be a non-empty string, got {name!r}")
-
-    def decorator(fn: EstimatorFn) -> EstimatorFn:
-        if name in _ESTIMATORS:
-            raise ValueError(
-                f"advantage estimator {name!r} is already registered "
-                f"({_ESTIMATORS[name].__module__}.{_ESTIMATORS[name].__qualname__}); "
-                "choose another name"
-            )
-        _ESTIMATORS[name] = fn
-        return fn
-
-    return decorator
+    return ESTIMATORS.register(name, fn)
 
 
 def available_estimators() -> tuple[str, ...]:
     """Names of the registered advantage estimators, sorted."""
-    return tuple(sorted(_ESTIMATORS))
+    return ESTIMATORS.names()
 
 
 def get_estimator(name: str) -> EstimatorFn:
     """The estimator registered as ``name``; ``ValueError`` listing the choices otherwise."""
-    try:
-        return _ESTIMATORS[name]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"unknown advantage estimator {name!r}; choose one of: "
-            f"{', '.join(available_estimators())}"
-        ) from None
+    return ESTIMATORS.get(name)
 
 
 # --------------------------------------------------------------------------- validation
 
 
 def _as_rewards_NC(rewards) -> Tensor:
-    import torch
-
     r = torch.as_tensor(rewards)
     if not (r.is_floating_point() or r.dtype in (torch.int32, torch.int64, torch.bool)):
         raise ValueError(f"rewards must be a real tensor, got dtype {r.dtype}")
@@ -113,8 +93,6 @@ def _check_group_size(n: int, group_size: int) -> None:
 
 
 def _as_weights_C(weights, c: int) -> Tensor:
-    import torch
-
     if weights is None:
         return torch.ones(c, dtype=torch.float64)
     w = torch.as_tensor(weights, dtype=torch.float64).reshape(-1)
@@ -139,8 +117,6 @@ class _Moments(NamedTuple):
 
 def _moments(x_GK: Tensor) -> _Moments:
     """NaN-aware count / mean / unbiased std / exact-constancy along dim 1."""
-    import torch
-
     present = ~torch.isnan(x_GK)
     count = present.sum(1)
     mean = torch.where(present, x_GK, 0.0).sum(1) / count.clamp_min(1)
@@ -155,8 +131,6 @@ def _moments(x_GK: Tensor) -> _Moments:
 
 def _zero_rules(adv_GK: Tensor, x_GK: Tensor, flat_G: Tensor) -> Tensor:
     """adv with exact zeros for unscorable samples and flat groups, flattened to [N]."""
-    import torch
-
     zero = torch.isnan(x_GK) | flat_G.unsqueeze(1)
     return torch.where(zero, 0.0, adv_GK).reshape(-1)
 
@@ -167,8 +141,6 @@ def _batch_scale(values_N: Tensor, scorable_N: Tensor, eps: float, center: bool)
     Unscorable samples are left out of the statistics; fewer than 2 scorable samples in the
     batch give all zeros (no spread to scale by).
     """
-    import torch
-
     vals = values_N[scorable_N]
     if vals.numel() < 2:
         return torch.zeros_like(values_N)
@@ -187,8 +159,6 @@ def combine_rewards(
     positive weight sums fewer terms than its siblings. ``weights_C`` defaults to all 1.
     Output dtype follows the input (float64 for integer input). A [N] input counts as C=1.
     """
-    import torch
-
     r = torch.as_tensor(rewards_NC)
     if not r.is_floating_point():
         r = r.to(torch.float64)
@@ -220,8 +190,6 @@ def compute_advantages(
     Raises ``ValueError`` for an unknown name, a bad shape, N % K != 0, ±inf rewards, or an
     estimator that returns non-finite values or the wrong shape.
     """
-    import torch
-
     fn = get_estimator(name)
     r_NC = _as_rewards_NC(rewards)
     _check_group_size(r_NC.shape[0], group_size)
@@ -299,8 +267,6 @@ def global_advantages(rewards_NC: Tensor, group_size: int, weights_C: Tensor, ep
     ``scale_rewards="batch"`` is the same idea but divides by the std of the raw rewards,
     which also includes the between-group spread; not used here.
     """
-    import torch
-
     combined_N = combine_rewards(rewards_NC, weights_C)
     x_GK = combined_N.view(-1, group_size)
     m = _moments(x_GK)
@@ -324,8 +290,6 @@ def gdpo_advantages(rewards_NC: Tensor, group_size: int, weights_C: Tensor, eps:
     than 2 scorable samples, and groups where s is constant (in particular groups where every
     component is constant) get exactly 0, after the batch normalisation.
     """
-    import torch
-
     n, c = rewards_NC.shape
     x_GKC = rewards_NC.view(-1, group_size, c)
     m = _moments(x_GKC)  # statistics per (group, component): [G, C]
@@ -354,8 +318,6 @@ def group_stats(combined_N: Tensor, group_size: int) -> dict:
       unbiased std (0.0 when there are none);
     * ``frac_unscorable`` (float): share of samples whose combined reward is NaN.
     """
-    import torch
-
     c_N = torch.as_tensor(combined_N, dtype=torch.float64).reshape(-1)
     _check_group_size(c_N.numel(), group_size)
     m = _moments(c_N.view(-1, group_size))
@@ -377,8 +339,6 @@ def adv_frac_extreme(adv_N: Tensor, threshold: float = 0.99) -> float:
     instead, which the default 0.99 does NOT flag: pass ``threshold=0.7`` to watch for it.
     Logged as the "share of |A| >= 0.99" metric.
     """
-    import torch
-
     a = torch.as_tensor(adv_N).reshape(-1)
     if a.numel() == 0:
         return 0.0

@@ -1,5 +1,10 @@
 """Per-token log-probabilities and entropies of sampled completions under the policy.
 
+Always at the sampling temperature: logits are divided by ``temperature`` before the softmax
+(:func:`..tokens.token_logprobs_and_entropy`), so the loss, the stored old/ref log-probs, the
+logged entropy and the top-entropy mask all belong to the distribution the completions were
+sampled from (tested against ``generate``'s own scores at T in {0.7, 1.0, 1.3}).
+
 Two equivalent ways to score one group (K completions of the same prompt):
 
 * ``shared_prompt``: run the prompt once (batch 1, with gradients, ``use_cache=True``), repeat
@@ -14,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from flowgrpo.trainer.algorithms.losses import token_logprobs_and_entropy
+from flowgrpo.trainer.algorithms.tokens import token_logprobs_and_entropy
 
 
 def _completion_logits_shared(model, prompt_P, completion_KT, mask_KT) -> torch.Tensor:
@@ -48,8 +53,10 @@ def group_logprobs(
     completion_KT: torch.Tensor,
     mask_KT: torch.Tensor,
     mode: str = "shared_prompt",
+    temperature: float = 1.0,
 ):
-    """(logp_KT, entropy_KT) of the K completions of one prompt (grad mode is the caller's)."""
+    """(logp_KT, entropy_KT) of the K completions of one prompt at ``temperature`` (the
+    sampling temperature; grad mode is the caller's)."""
     if mode not in ("shared_prompt", "full"):
         raise ValueError(f"logprob mode must be 'shared_prompt' or 'full', got {mode!r}")
     device = next(model.parameters()).device
@@ -57,4 +64,4 @@ def group_logprobs(
     mask_KT = mask_KT.to(device).long()
     fn = _completion_logits_shared if mode == "shared_prompt" else _completion_logits_full
     logits_KTV = fn(model, prompt_P, completion_KT, mask_KT)
-    return token_logprobs_and_entropy(logits_KTV, completion_KT)
+    return token_logprobs_and_entropy(logits_KTV, completion_KT, temperature)

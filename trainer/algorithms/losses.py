@@ -1,23 +1,21 @@
-"""Policy losses, loss aggregation and THE training objective (DESIGN.md, "Training").
+"""Policy losses and loss aggregations, registered by name, and their config.
 
-``policy_objective`` is the one loss the trainer minimises; there is no second code path in
-which a sign could flip::
+The one training objective that combines them lives in :mod:`.objective`.
 
-    total = agg(policy loss) + beta * agg(KL_k3(policy || ref)) - entropy_coef * agg(entropy)
+* A policy loss is a pure function ``fn(logp_NT, old_logp_NT, adv_N, mask_NT, config,
+  select_NT=None) -> (loss_NT, metrics)``: the unaggregated per-token loss (0 at masked
+  positions) and a dict of float metrics (token means over its rows). Losses that act on a
+  *share of the step's tokens* (``clip_cov``, ``kl_cov``) register a ``select`` function with
+  the same inputs returning the bool [N, T] tokens they act on; the objective computes it once
+  on the whole step's batch and passes each micro-batch its rows as ``select_NT``.
+* An aggregation is ``fn(loss_NT, mask_NT, config) -> (total, count)``: the aggregate is
+  ``total / count`` where both are *sums over rows* (``total`` a tensor, ``count`` a float that
+  depends on the mask only). That contract is what makes micro-batching exact: the step's loss
+  is ``sum_g total_g / sum_g count_g`` whatever the split into groups or processes.
 
-* policy losses (``clip``, ``gspo``, ``clip_cov``, ``kl_cov``) are pure functions registered
-  by name: ``fn(logp_NT, old_logp_NT, adv_N, mask_NT, config, entropy_NT=None) ->
-  (loss_NT, metrics)``, where ``loss_NT`` is the unaggregated per-token loss (0 at masked
-  positions) and ``metrics`` a dict of floats;
-* aggregations (``token_mean``, ``seq_mean_token_mean``, ``seq_mean_token_sum_norm``) are
-  registered likewise: ``fn(loss_NT, mask_NT, config) -> scalar``.
-
-Shapes: N sequences (completions), T completion positions, V vocabulary. ``mask_NT`` is 1/True
-on real completion tokens; values at masked positions (padding, -inf, NaN) never reach the
-loss or its gradient. Sign convention: losses are minimised; the policy-gradient term is
-``-A * ratio``. Not protected: non-finite log-probs at *valid* positions, and ratios so large
-that ``exp`` overflows (only possible far outside any trust region). Importing this module
-does not import torch.
+Sign convention: losses are minimised; the policy-gradient term is ``-A * ratio``. Not
+protected: non-finite log-probs at *valid* positions, and ratios so large that ``exp``
+overflows (only possible far outside any trust region).
 """
 
 from __future__ import annotations
@@ -25,74 +23,51 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from torch import Tensor
+import torch
+from torch import Tensor
 
-#: ``fn(logp_NT, old_logp_NT, adv_N, mask_NT(bool), config, entropy_NT) -> (loss_NT, metrics)``
+from flowgrpo.configuration import ConfigError, check
+from flowgrpo.registry import Registry
+from flowgrpo.trainer.algorithms.tokens import as_bool, clean, masked_mean, token_covariance
+
+#: ``fn(logp_NT, old_logp_NT, adv_N, mask_NT(bool), config, select_NT) -> (loss_NT, metrics)``
 PolicyLossFn = Callable[..., "tuple[Tensor, dict[str, float]]"]
-#: ``fn(loss_NT, mask_NT(bool), config) -> scalar Tensor``
-AggregationFn = Callable[["Tensor", "Tensor", "LossConfig"], "Tensor"]
+#: ``fn(loss_NT, mask_NT(bool), config) -> (total, count)``; aggregate = total / count
+AggregationFn = Callable[[Tensor, Tensor, "LossConfig"], "tuple[Tensor, float]"]
 
-_POLICY_LOSSES: dict[str, PolicyLossFn] = {}
-_AGGREGATIONS: dict[str, AggregationFn] = {}
-
-
-def _register(registry: dict, kind: str, name: str) -> Callable:
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"{kind} name must be a non-empty string, got {name!r}")
-
-    def decorator(fn):
-        if name in registry:
-            old = registry[name]
-            raise ValueError(
-                f"{kind} {name!r} is already registered ({old.__module__}.{old.__qualname__}); "
-                "choose another name"
-            )
-        registry[name] = fn
-        return fn
-
-    return decorator
+POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss")
+AGGREGATIONS: Registry[AggregationFn] = Registry("loss aggregation")
 
 
-def _lookup(registry: dict, kind: str, name: str):
-    try:
-        return registry[name]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"unknown {kind} {name!r}; choose one of: {', '.join(sorted(registry))}"
-        ) from None
+def register_policy_loss(name: str, fn: PolicyLossFn | None = None, *, select=None):
+    """Register a policy loss (decorator or call); ``select``: its token-selection function."""
+    return POLICY_LOSSES.register(name, fn, select=select)
 
 
-def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
-    """Decorator registering a policy loss under ``name``; duplicate names raise."""
-    return _register(_POLICY_LOSSES, "policy loss", name)
-
-
-def register_aggregation(name: str) -> Callable[[AggregationFn], AggregationFn]:
-    """Decorator registering a loss aggregation under ``name``; duplicate names raise."""
-    return _register(_AGGREGATIONS, "loss aggregation", name)
+def register_aggregation(name: str, fn: AggregationFn | None = None):
+    """Register a loss aggregation (decorator or call style); duplicate names raise."""
+    return AGGREGATIONS.register(name, fn)
 
 
 def available_policy_losses() -> tuple[str, ...]:
     """Names of the registered policy losses, sorted."""
-    return tuple(sorted(_POLICY_LOSSES))
+    return POLICY_LOSSES.names()
 
 
 def available_aggregations() -> tuple[str, ...]:
     """Names of the registered loss aggregations, sorted."""
-    return tuple(sorted(_AGGREGATIONS))
+    return AGGREGATIONS.names()
 
 
 def get_policy_loss(name: str) -> PolicyLossFn:
     """The policy loss registered as ``name``; ``ValueError`` listing the choices otherwise."""
-    return _lookup(_POLICY_LOSSES, "policy loss", name)
+    return POLICY_LOSSES.get(name)
 
 
 def get_aggregation(name: str) -> AggregationFn:
     """The aggregation registered as ``name``; ``ValueError`` listing the choices otherwise."""
-    return _lookup(_AGGREGATIONS, "loss aggregation", name)
+    return AGGREGATIONS.get(name)
 
 
 # --------------------------------------------------------------------------- config
@@ -110,9 +85,11 @@ class LossConfig:
             a long wrong completion less per token, which rewards rambling prose), and the
             weight does not depend on how the batch is split into micro-batches of equal
             sizes (unlike ``token_mean``, whose denominator is each micro-batch's token count).
-        max_new_tokens: the generation budget, Dr. GRPO's constant normaliser. Required for
-            ``seq_mean_token_sum_norm`` (pass the rollout's max_new_tokens); no default because
-            a wrong constant silently rescales every gradient.
+        max_new_tokens: the generation budget, Dr. GRPO's constant normaliser (tokens). Derived
+            in ONE place, ``TrainConfig.__post_init__``, from ``rollout.max_new_tokens`` when
+            left None in a training config; must then equal it (a different constant silently
+            rescales every gradient). Required when using this class alone with
+            ``seq_mean_token_sum_norm``.
         epsilon_low, epsilon_high: PPO clip range [1 - low, 1 + high] of ``clip`` and
             ``clip_cov``. Defaults 0.2 / 0.28: DAPO's clip-higher (arXiv 2503.14476), which
             lets low-probability tokens grow further and slows entropy collapse.
@@ -123,7 +100,8 @@ class LossConfig:
             whose centred covariance lies strictly in (lb, ub), a random ``ratio`` share of
             the valid tokens (at least 1) gets no gradient. 2e-4, 1, 5 as in the paper's
             scripts (PRIME-RL/Entropy-Mechanism-of-RL, recipe/dapo/7b_clip_cov.sh) and
-            verl's fallback values.
+            verl's fallback values. The share is of the whole step's valid tokens, however
+            the step is split into micro-batches (``objective.batch_stats``).
         kl_cov_ratio, kl_cov_coef: KL-Cov (arXiv 2505.22617): the top ``ratio`` share of valid
             tokens (at least 1) by covariance get ``coef * |logp - old_logp|`` added. 2e-3
             ("k_percent=0.2", i.e. 0.2 %) and 1 as in the paper's 7B script
@@ -157,28 +135,24 @@ class LossConfig:
     mask_truncated: bool = False
 
     def __post_init__(self) -> None:
-        for field, registry in (("policy_loss", _POLICY_LOSSES), ("loss_agg", _AGGREGATIONS)):
-            value = getattr(self, field)
-            if not (isinstance(value, str) and value in registry):
-                raise ValueError(
-                    f"LossConfig.{field}={value!r} is unknown; choose one of: "
-                    f"{', '.join(sorted(registry))}"
-                )
-        for field, ok, fix in _RULES:
-            value = getattr(self, field)
-            if not ok(value):
-                raise ValueError(f"LossConfig.{field}={value!r}: {fix}")
-        if self.loss_agg == "seq_mean_token_sum_norm" and self.max_new_tokens is None:
-            raise ValueError(
-                "LossConfig.max_new_tokens=None: seq_mean_token_sum_norm (Dr. GRPO) divides by "
-                "a constant; set max_new_tokens to the rollout's generation budget, or use "
-                "loss_agg='token_mean'"
+        for name, registry in (("policy_loss", POLICY_LOSSES), ("loss_agg", AGGREGATIONS)):
+            value = getattr(self, name)
+            if not isinstance(value, str) or value not in registry:
+                try:
+                    registry.get(value)  # dotted paths register themselves here
+                except ValueError as exc:
+                    raise ConfigError(f"algorithm.loss.{name}: {exc}") from None
+        for name, ok, fix in _RULES:
+            check(
+                ok(getattr(self, name)),
+                f"algorithm.loss.{name}",
+                f"got {getattr(self, name)!r}; {fix}",
             )
-        if not self.clip_cov_lb < self.clip_cov_ub:
-            raise ValueError(
-                f"LossConfig.clip_cov_lb={self.clip_cov_lb!r}: must be below "
-                f"clip_cov_ub={self.clip_cov_ub!r}"
-            )
+        check(
+            self.clip_cov_lb < self.clip_cov_ub,
+            "algorithm.loss.clip_cov_lb",
+            f"{self.clip_cov_lb!r} must be below clip_cov_ub={self.clip_cov_ub!r}",
+        )
 
 
 def _real(x) -> bool:
@@ -192,7 +166,7 @@ _NONNEG = "use a finite number >= 0"
 _RULES: tuple[tuple[str, Callable[[object], bool], str], ...] = (
     (
         "max_new_tokens",
-        lambda v: v is None or (_real(v) and isinstance(v, int) and v >= 1),
+        lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
         "use the rollout's generation budget, an int >= 1",
     ),
     ("epsilon_low", lambda v: _real(v) and 0 <= v < 1, _UNIT),
@@ -211,14 +185,15 @@ _RULES: tuple[tuple[str, Callable[[object], bool], str], ...] = (
         lambda v: v is None or (_real(v) and 0 < v <= 1),
         "use None (all tokens) or a fraction in (0, 1], e.g. 0.2",
     ),
-    ("mask_truncated", lambda v: isinstance(v, bool), "use True or False"),
+    ("mask_truncated", lambda v: isinstance(v, bool), "use true or false"),
 )
 
 
 # --------------------------------------------------------------------------- helpers
 
 
-def _check_shapes(logp_NT: Tensor, mask_NT: Tensor, adv_N: Tensor, **others) -> None:
+def check_shapes(logp_NT: Tensor, mask_NT: Tensor, adv_N: Tensor, **others) -> None:
+    """Raise ``ValueError`` unless logp is [N, T], adv [N] and every other tensor [N, T]."""
     shape = tuple(logp_NT.shape)
     if len(shape) != 2:
         raise ValueError(f"logp_NT must be [N, T], got shape {shape}")
@@ -232,70 +207,39 @@ def _check_shapes(logp_NT: Tensor, mask_NT: Tensor, adv_N: Tensor, **others) -> 
             raise ValueError(f"{name} shape {tuple(t.shape)} != logp_NT shape {shape}")
 
 
-def _valid(mask_NT: Tensor) -> Tensor:
-    return mask_NT if mask_NT.dtype == _torch().bool else mask_NT != 0
-
-
-def _torch():
-    import torch
-
-    return torch
-
-
-def _clean(x_NT: Tensor, mask_NT: Tensor) -> Tensor:
-    """x with 0 at masked positions, so padding (-inf, NaN) reaches neither value nor grad."""
-    return _torch().where(mask_NT, x_NT, 0.0)
-
-
-def _masked_mean(x_NT: Tensor, mask_NT: Tensor) -> Tensor:
-    n = mask_NT.sum()
-    return _clean(x_NT, mask_NT).sum() / n.clamp_min(1)
-
-
 def _prep(logp_NT, old_logp_NT, adv_N, mask_NT):
     """Validated, masked inputs: (logp, old_logp, adv broadcast to [N, T], bool mask)."""
-    _check_shapes(logp_NT, mask_NT, adv_N, old_logp_NT=old_logp_NT)
-    m = _valid(mask_NT)
-    adv_NT = _clean(adv_N.to(logp_NT.dtype).unsqueeze(1).expand_as(logp_NT), m)
-    return _clean(logp_NT, m), _clean(old_logp_NT, m), adv_NT, m
-
-
-def token_covariance(logp_NT: Tensor, adv_N: Tensor, mask_NT: Tensor) -> Tensor:
-    """Per-token centred covariance term (logp - mean logp) * (A - mean A), detached; 0 off-mask.
-
-    Means run over the valid tokens of the batch. Its mean over valid tokens is the batch
-    covariance Cov(log pi, A), the driver of entropy change: dH ~ -eta * Cov(log pi, A)
-    (arXiv 2505.22617). Used to select tokens in ``clip_cov`` and ``kl_cov``.
-    """
-    m = _valid(mask_NT)
-    logp = _clean(logp_NT.detach(), m)
-    adv = _clean(adv_N.detach().to(logp.dtype).unsqueeze(1).expand_as(logp), m)
-    cov = (logp - _masked_mean(logp, m)) * (adv - _masked_mean(adv, m))
-    return _clean(cov, m)
+    check_shapes(logp_NT, mask_NT, adv_N, old_logp_NT=old_logp_NT)
+    m = as_bool(mask_NT)
+    adv_NT = clean(adv_N.to(logp_NT.dtype).unsqueeze(1).expand_as(logp_NT), m)
+    return clean(logp_NT, m), clean(old_logp_NT, m), adv_NT, m
 
 
 def _ppo_terms(ratio_NT, adv_NT, mask_NT, low: float, high: float):
     """max(-A r, -A clip(r, 1-low, 1+high)) and the clip-fraction metrics."""
-    torch = _torch()
     unclipped = -adv_NT * ratio_NT
     clipped = -adv_NT * ratio_NT.clamp(1.0 - low, 1.0 + high)
-    loss = _clean(torch.maximum(unclipped, clipped), mask_NT)
+    loss = clean(torch.maximum(unclipped, clipped), mask_NT)
     # A term is clipped when the clipped branch wins strictly: its gradient is then 0.
     was_clipped = (clipped > unclipped) & mask_NT
     n = mask_NT.sum().clamp_min(1)
     metrics = {
         "clip_ratio/low": ((was_clipped & (ratio_NT < 1.0 - low)).sum() / n).item(),
         "clip_ratio/high": ((was_clipped & (ratio_NT > 1.0 + high)).sum() / n).item(),
-        "ratio_mean": _masked_mean(ratio_NT.detach(), mask_NT).item(),
+        "ratio_mean": masked_mean(ratio_NT.detach(), mask_NT).item(),
     }
     return loss, was_clipped, metrics
+
+
+def _ratio(logp, old, m):
+    return clean((logp - old).exp(), m)
 
 
 # --------------------------------------------------------------------------- policy losses
 
 
 @register_policy_loss("clip")
-def clip_loss(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig, entropy_NT=None):
+def clip_loss(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig, select_NT=None):
     """PPO clipped surrogate with separate epsilons (DAPO clip-higher, arXiv 2503.14476).
 
     loss_t = max(-A r_t, -A clip(r_t, 1 - eps_low, 1 + eps_high)), r_t = exp(logp - old_logp).
@@ -304,13 +248,14 @@ def clip_loss(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig, entropy_
     ``clip_ratio/high`` likewise at the high side (r > 1 + eps_high with A > 0), ``ratio_mean``.
     """
     logp, old, adv, m = _prep(logp_NT, old_logp_NT, adv_N, mask_NT)
-    ratio = _clean((logp - old).exp(), m)
-    loss, _, metrics = _ppo_terms(ratio, adv, m, config.epsilon_low, config.epsilon_high)
+    loss, _, metrics = _ppo_terms(
+        _ratio(logp, old, m), adv, m, config.epsilon_low, config.epsilon_high
+    )
     return loss, metrics
 
 
 @register_policy_loss("gspo")
-def gspo_loss(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig, entropy_NT=None):
+def gspo_loss(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig, select_NT=None):
     """GSPO (arXiv 2507.18071): one length-normalised importance ratio per sequence.
 
     s_i = exp(mean over valid tokens of (logp - old_logp)), the geometric mean of the token
@@ -318,37 +263,31 @@ def gspo_loss(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig, entropy_
     applied to every token: GSPO-token, s_it = sg[s_i] * pi(y_t) / sg[pi(y_t)], whose value is
     s_i and whose gradient flows through each token's own log-prob. With
     ``seq_mean_token_mean`` aggregation this is exactly the paper's sequence-level GSPO
-    gradient. Clipping therefore acts on whole sequences; clip metrics count tokens.
+    gradient. Clipping therefore acts on whole sequences; clip metrics count tokens, and
+    ``seq_ratio_mean`` is the token-weighted mean of s_i (so it averages exactly over
+    micro-batches).
     """
-    torch = _torch()
     logp, old, adv, m = _prep(logp_NT, old_logp_NT, adv_N, mask_NT)
     n_N = m.sum(1).clamp_min(1)
     seq_log_ratio_N = (logp - old).sum(1) / n_N
     log_ratio = seq_log_ratio_N.detach().unsqueeze(1) + logp - logp.detach()
-    ratio = _clean(torch.exp(log_ratio), m)
+    ratio = clean(torch.exp(log_ratio), m)
     loss, _, metrics = _ppo_terms(ratio, adv, m, config.gspo_epsilon_low, config.gspo_epsilon_high)
-    rows = m.any(1)
-    seq_ratio = seq_log_ratio_N.detach().exp()[rows]
-    metrics["seq_ratio_mean"] = seq_ratio.mean().item() if rows.any() else 1.0
+    seq_ratio_N = seq_log_ratio_N.detach().exp()
+    metrics["seq_ratio_mean"] = (
+        ((seq_ratio_N * m.sum(1)).sum() / m.sum().clamp_min(1)).item() if m.any() else 1.0
+    )
     return loss, metrics
 
 
-@register_policy_loss("clip_cov")
-def clip_cov_loss(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig, entropy_NT=None):
-    """Clip-Cov (arXiv 2505.22617, "The Entropy Mechanism of RL for Reasoning LMs").
-
-    The PPO clip loss (``clip``), then: among valid tokens not already clipped whose centred
-    covariance (``token_covariance``) lies strictly in (clip_cov_lb, clip_cov_ub), pick
-    max(1, int(clip_cov_ratio * n_valid)) at random (torch's global RNG: seed it for
-    reproducibility) and detach them: their loss value stays, their gradient is 0. These
-    high-covariance tokens (probable *and* advantaged) are the ones that drive entropy down.
-    The paper's scripts run it with epsilon_low = epsilon_high = 1 (no PPO clip); here the
-    configured epsilons stay active. Metric ``clip_cov/frac_selected`` (share of valid tokens).
-    """
-    torch = _torch()
+def clip_cov_select(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig) -> Tensor:
+    """The tokens Clip-Cov detaches: max(1, int(clip_cov_ratio * n_valid)) picked at random
+    (torch's global RNG) among valid, unclipped tokens whose centred covariance lies strictly
+    in (clip_cov_lb, clip_cov_ub). Computed on the whole step's batch (``batch_stats``)."""
     logp, old, adv, m = _prep(logp_NT, old_logp_NT, adv_N, mask_NT)
-    ratio = _clean((logp - old).exp(), m)
-    loss, was_clipped, metrics = _ppo_terms(ratio, adv, m, config.epsilon_low, config.epsilon_high)
+    _, was_clipped, _ = _ppo_terms(
+        _ratio(logp, old, m), adv, m, config.epsilon_low, config.epsilon_high
+    )
     cov = token_covariance(logp, adv_N, m)
     eligible = m & ~was_clipped & (cov > config.clip_cov_lb) & (cov < config.clip_cov_ub)
     candidates = eligible.flatten().nonzero().squeeze(1)
@@ -356,278 +295,113 @@ def clip_cov_loss(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig, entr
     picked = candidates[torch.randperm(candidates.numel(), device=candidates.device)[:n_select]]
     selected = torch.zeros(m.numel(), dtype=torch.bool, device=m.device)
     selected[picked] = True
-    selected = selected.view_as(m)
+    return selected.view_as(m)
+
+
+@register_policy_loss("clip_cov", select=clip_cov_select)
+def clip_cov_loss(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig, select_NT=None):
+    """Clip-Cov (arXiv 2505.22617, "The Entropy Mechanism of RL for Reasoning LMs").
+
+    The PPO clip loss (``clip``), then the tokens of :func:`clip_cov_select` are detached: their
+    loss value stays, their gradient is 0. These high-covariance tokens (probable *and*
+    advantaged) are the ones that drive entropy down. The paper's scripts run it with
+    epsilon_low = epsilon_high = 1 (no PPO clip); here the configured epsilons stay active.
+    ``select_NT``: the selection made on the whole step (None: select among these rows).
+    Metric ``clip_cov/frac_selected`` (share of valid tokens).
+    """
+    logp, old, adv, m = _prep(logp_NT, old_logp_NT, adv_N, mask_NT)
+    loss, _, metrics = _ppo_terms(
+        _ratio(logp, old, m), adv, m, config.epsilon_low, config.epsilon_high
+    )
+    if select_NT is None:
+        select_NT = clip_cov_select(logp_NT, old_logp_NT, adv_N, mask_NT, config)
+    selected = select_NT.bool() & m
     loss = torch.where(selected, loss.detach(), loss)
     metrics["clip_cov/frac_selected"] = (selected.sum() / m.sum().clamp_min(1)).item()
     return loss, metrics
 
 
-@register_policy_loss("kl_cov")
-def kl_cov_loss(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig, entropy_NT=None):
-    """KL-Cov (arXiv 2505.22617): a KL penalty on the highest-covariance tokens, no clipping.
-
-    loss_t = -A r_t for every valid token, plus kl_cov_coef * |logp - old_logp| on the top
-    max(1, int(kl_cov_ratio * n_valid)) valid tokens by centred covariance
-    (``token_covariance``). As in the paper and verl's implementation the PPO clip is not
-    applied: the KL term is the trust region of exactly the tokens that would collapse the
-    entropy. Metrics: ``kl_cov/frac_selected``, ``kl_cov/abs_kl_mean`` (over valid tokens).
-    """
-    torch = _torch()
-    logp, old, adv, m = _prep(logp_NT, old_logp_NT, adv_N, mask_NT)
-    ratio = _clean((logp - old).exp(), m)
-    abs_kl = (logp - old).abs()
-    loss = _clean(-adv * ratio, m)
-    n_valid = int(m.sum())
+def kl_cov_select(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig) -> Tensor:
+    """The tokens KL-Cov penalises: the top max(1, int(kl_cov_ratio * n_valid)) valid tokens
+    by centred covariance. Computed on the whole step's batch (``batch_stats``)."""
+    logp, _, _, m = _prep(logp_NT, old_logp_NT, adv_N, mask_NT)
     selected = torch.zeros(m.shape, dtype=torch.bool, device=m.device)
+    n_valid = int(m.sum())
     if n_valid:
         cov = torch.where(m, token_covariance(logp, adv_N, m), -math.inf)
         k = max(int(config.kl_cov_ratio * n_valid), 1)
         selected.view(-1)[cov.flatten().topk(k).indices] = True
-    loss = loss + _clean(config.kl_cov_coef * abs_kl, selected)
+    return selected
+
+
+@register_policy_loss("kl_cov", select=kl_cov_select)
+def kl_cov_loss(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig, select_NT=None):
+    """KL-Cov (arXiv 2505.22617): a KL penalty on the highest-covariance tokens, no clipping.
+
+    loss_t = -A r_t for every valid token, plus kl_cov_coef * |logp - old_logp| on the tokens
+    of :func:`kl_cov_select`. As in the paper and verl's implementation the PPO clip is not
+    applied: the KL term is the trust region of exactly the tokens that would collapse the
+    entropy. Metrics: ``kl_cov/frac_selected``, ``kl_cov/abs_kl_mean`` (over valid tokens).
+    """
+    logp, old, adv, m = _prep(logp_NT, old_logp_NT, adv_N, mask_NT)
+    ratio = _ratio(logp, old, m)
+    abs_kl = (logp - old).abs()
+    if select_NT is None:
+        select_NT = kl_cov_select(logp_NT, old_logp_NT, adv_N, mask_NT, config)
+    selected = select_NT.bool() & m
+    loss = clean(-adv * ratio, m) + clean(config.kl_cov_coef * abs_kl, selected)
     metrics = {
         "clip_ratio/low": 0.0,  # KL-Cov does not clip; logged for a uniform metric set
         "clip_ratio/high": 0.0,
-        "ratio_mean": _masked_mean(ratio.detach(), m).item(),
-        "kl_cov/frac_selected": selected.sum().item() / max(n_valid, 1),
-        "kl_cov/abs_kl_mean": _masked_mean(abs_kl.detach(), m).item(),
+        "ratio_mean": masked_mean(ratio.detach(), m).item(),
+        "kl_cov/frac_selected": selected.sum().item() / max(int(m.sum()), 1),
+        "kl_cov/abs_kl_mean": masked_mean(abs_kl.detach(), m).item(),
     }
     return loss, metrics
 
 
-# --------------------------------------------------------------------------- aggregation
+# --------------------------------------------------------------------------- aggregations
 
 
 @register_aggregation("token_mean")
-def token_mean(loss_NT: Tensor, mask_NT: Tensor, config: LossConfig) -> Tensor:
-    """Sum over all valid tokens / number of valid tokens in the batch (DAPO, arXiv 2503.14476).
-
-    0 (still connected to the graph) when nothing is valid.
-    """
-    m = _valid(mask_NT)
-    return _clean(loss_NT, m).sum() / m.sum().clamp_min(1)
+def token_mean(loss_NT: Tensor, mask_NT: Tensor, config: LossConfig) -> tuple[Tensor, float]:
+    """Sum over all valid tokens / number of valid tokens of the step (DAPO, arXiv 2503.14476)."""
+    m = as_bool(mask_NT)
+    return clean(loss_NT, m).sum(), float(m.sum())
 
 
 @register_aggregation("seq_mean_token_mean")
-def seq_mean_token_mean(loss_NT: Tensor, mask_NT: Tensor, config: LossConfig) -> Tensor:
+def seq_mean_token_mean(loss_NT: Tensor, mask_NT: Tensor, config: LossConfig):
     """Original GRPO (arXiv 2402.03300): mean over each sequence's tokens, then over sequences.
 
     Fully masked rows are left out of the sequence mean (they would be 0/0).
     """
-    m = _valid(mask_NT)
+    m = as_bool(mask_NT)
     n_N = m.sum(1)
-    rows = n_N > 0
-    per_seq_N = _clean(loss_NT, m).sum(1) / n_N.clamp_min(1)
-    return (per_seq_N * rows).sum() / rows.sum().clamp_min(1)
+    per_seq_N = clean(loss_NT, m).sum(1) / n_N.clamp_min(1)
+    return per_seq_N.sum(), float((n_N > 0).sum())
 
 
 @register_aggregation("seq_mean_token_sum_norm")
-def seq_mean_token_sum_norm(loss_NT: Tensor, mask_NT: Tensor, config: LossConfig) -> Tensor:
+def seq_mean_token_sum_norm(loss_NT: Tensor, mask_NT: Tensor, config: LossConfig):
     """Dr. GRPO (arXiv 2503.20783): per-sequence sum / max_new_tokens, then mean over sequences.
 
     The constant normaliser removes the length bias of ``seq_mean_token_mean``. Fully masked
     rows are left out of the sequence mean. Raises if a row has more valid tokens than
     ``config.max_new_tokens`` (the constant would then not be the generation budget).
     """
-    m = _valid(mask_NT)
+    m = as_bool(mask_NT)
     budget = config.max_new_tokens
     if budget is None:
         raise ValueError(
-            "seq_mean_token_sum_norm needs LossConfig.max_new_tokens (the "
-            "generation budget); set it or use loss_agg='token_mean'"
+            "seq_mean_token_sum_norm needs LossConfig.max_new_tokens (the generation budget); "
+            "set it or use loss_agg='token_mean'"
         )
     n_N = m.sum(1)
     longest = int(n_N.max()) if n_N.numel() else 0
     if longest > budget:
         raise ValueError(
-            f"a completion has {longest} valid tokens but LossConfig."
-            f"max_new_tokens={budget}; set it to the rollout's generation budget"
+            f"a completion has {longest} valid tokens but LossConfig.max_new_tokens={budget}; "
+            "set it to the rollout's generation budget"
         )
-    rows = n_N > 0
-    per_seq_N = _clean(loss_NT, m).sum(1) / budget
-    return (per_seq_N * rows).sum() / rows.sum().clamp_min(1)
-
-
-def aggregate(name: str, loss_NT: Tensor, mask_NT: Tensor, config: LossConfig) -> Tensor:
-    """Aggregate a per-token quantity [N, T] to a scalar with the aggregation ``name``.
-
-    Aggregations act on one call's tensors: with gradient accumulation over micro-batches the
-    caller weights each micro-batch (``seq_mean_*``: by its share of non-empty sequences;
-    ``token_mean``: by its share of valid tokens).
-    """
-    if tuple(loss_NT.shape) != tuple(mask_NT.shape):
-        raise ValueError(
-            f"loss_NT shape {tuple(loss_NT.shape)} != mask_NT shape {tuple(mask_NT.shape)}"
-        )
-    return get_aggregation(name)(loss_NT, _valid(mask_NT), config)
-
-
-# --------------------------------------------------------------------------- masks, KL, entropy
-
-
-def top_entropy_mask(entropy_NT: Tensor, mask_NT: Tensor, top_frac: float) -> Tensor:
-    """Bool [N, T]: the ceil(top_frac * n_valid) valid tokens of highest entropy in the batch.
-
-    "Beyond the 80/20 rule" (arXiv 2506.01939): only high-entropy "forking" tokens (top 20 %)
-    get policy gradient. Ties at the threshold are broken by ``torch.topk``'s order. All False
-    when no token is valid. The entropy is read detached.
-    """
-    torch = _torch()
-    if not (_real(top_frac) and 0 < top_frac <= 1):
-        raise ValueError(f"top_frac must be in (0, 1], got {top_frac!r}")
-    m = _valid(mask_NT)
-    if tuple(entropy_NT.shape) != tuple(m.shape):
-        raise ValueError(
-            f"entropy_NT shape {tuple(entropy_NT.shape)} != mask_NT shape {tuple(m.shape)}"
-        )
-    out = torch.zeros(m.shape, dtype=torch.bool, device=m.device)
-    n_valid = int(m.sum())
-    if n_valid == 0:
-        return out
-    k = max(1, math.ceil(top_frac * n_valid - 1e-9))
-    scores = torch.where(m, entropy_NT.detach().float(), -math.inf).flatten()
-    out.view(-1)[scores.topk(k).indices] = True
-    return out
-
-
-def truncation_mask(mask_NT: Tensor, truncated_N: Tensor) -> Tensor:
-    """mask_NT with every row flagged in ``truncated_N`` (bool [N]) set to 0; dtype kept.
-
-    DAPO's overlong filtering (arXiv 2503.14476): a completion cut off at max_new_tokens is
-    not judged on an answer it never finished.
-    """
-    torch = _torch()
-    t = torch.as_tensor(truncated_N, device=mask_NT.device).bool().reshape(-1)
-    if t.numel() != mask_NT.shape[0]:
-        raise ValueError(
-            f"truncated_N has {t.numel()} entries but mask_NT has {mask_NT.shape[0]} rows"
-        )
-    return mask_NT.masked_fill(t.unsqueeze(1), 0)
-
-
-def kl_k3(logp_NT: Tensor, ref_logp_NT: Tensor) -> Tensor:
-    """Per-token k3 estimate of KL(policy || ref): exp(d) - d - 1 with d = ref - logp.
-
-    Schulman's k3 estimator (http://joschu.net/blog/kl-approx.html), as in GRPO (arXiv
-    2402.03300): unbiased, always >= 0, exactly 0 where logp == ref. Mask before use.
-    """
-    d = ref_logp_NT - logp_NT
-    return d.exp() - d - 1.0
-
-
-def token_logprobs_and_entropy(logits_NTV: Tensor, targets_NT: Tensor) -> tuple[Tensor, Tensor]:
-    """(logp_NT, entropy_NT) in float32 from logits [N, T, V] and target ids [N, T].
-
-    One ``log_softmax`` (cast to float32 inside the kernel, no bf16 copy made first), then
-    logp = gather(targets) and entropy = -sum_v p log p. Vocabulary entries with logit -inf
-    (p = 0) add 0, not NaN, to value and gradient. Pass logits already divided by the sampling
-    temperature. Peak memory: about two float32 [N, T, V] tensors plus what autograd saves.
-    """
-    torch = _torch()
-    if logits_NTV.dim() != 3 or tuple(targets_NT.shape) != tuple(logits_NTV.shape[:2]):
-        raise ValueError(
-            f"need logits [N, T, V] and targets [N, T], got "
-            f"{tuple(logits_NTV.shape)} and {tuple(targets_NT.shape)}"
-        )
-    logp_NTV = torch.log_softmax(logits_NTV, dim=-1, dtype=torch.float32)
-    logp_NT = logp_NTV.gather(-1, targets_NT.long().unsqueeze(-1)).squeeze(-1)
-    finite_logp = logp_NTV.clamp_min(torch.finfo(torch.float32).min)
-    entropy_NT = -(logp_NTV.exp() * finite_logp).sum(-1)
-    return logp_NT, entropy_NT
-
-
-# --------------------------------------------------------------------------- the objective
-
-
-def _masks(mask_NT, entropy_NT, ref_logp_NT, truncated_N, config: LossConfig):
-    """Check the inputs the configured terms need; return (valid mask, policy-gradient mask)."""
-    if config.beta > 0 and ref_logp_NT is None:
-        raise ValueError(
-            f"LossConfig.beta={config.beta} > 0 needs ref_logp_NT (the policy "
-            "with the adapter disabled); pass it or set beta=0"
-        )
-    if config.entropy_coef != 0 and entropy_NT is None:
-        raise ValueError(
-            f"LossConfig.entropy_coef={config.entropy_coef} needs entropy_NT "
-            "(with gradients); pass it or set entropy_coef=0"
-        )
-    m = _valid(mask_NT)
-    if config.mask_truncated:
-        if truncated_N is None:
-            raise ValueError(
-                "LossConfig.mask_truncated=True needs truncated_N (bool [N], "
-                "True where the completion hit max_new_tokens)"
-            )
-        m = truncation_mask(m, truncated_N)
-    pg_m = m
-    if config.top_entropy_frac is not None:
-        if entropy_NT is None:
-            raise ValueError("LossConfig.top_entropy_frac is set: pass entropy_NT")
-        pg_m = top_entropy_mask(entropy_NT, m, config.top_entropy_frac)
-    return m, pg_m
-
-
-def _regularisers(logp_NT, ref_logp_NT, entropy_NT, m, config: LossConfig, metrics: dict):
-    """beta * agg(k3 KL) - entropy_coef * agg(entropy) (0 when both are off); logs kl, entropy."""
-    term = 0.0
-    if ref_logp_NT is not None:
-        kl_NT = _clean(kl_k3(_clean(logp_NT, m), _clean(ref_logp_NT, m)), m)
-        if config.beta > 0:
-            term = term + config.beta * aggregate(config.loss_agg, kl_NT, m, config)
-        metrics["kl"] = _masked_mean(kl_NT.detach(), m).item()
-    if entropy_NT is not None:
-        if config.entropy_coef != 0:
-            ent = aggregate(config.loss_agg, _clean(entropy_NT, m), m, config)
-            term = term - config.entropy_coef * ent  # minimising -coef * H raises H (coef > 0)
-        metrics["entropy"] = _masked_mean(entropy_NT.detach(), m).item()
-    return term
-
-
-def policy_objective(
-    logp_NT: Tensor,
-    old_logp_NT: Tensor,
-    adv_N: Tensor,
-    mask_NT: Tensor,
-    config: LossConfig,
-    *,
-    ref_logp_NT: Tensor | None = None,
-    entropy_NT: Tensor | None = None,
-    truncated_N: Tensor | None = None,
-) -> tuple[Tensor, dict[str, float]]:
-    """THE training loss: (total scalar to minimise, metrics dict of floats).
-
-    total = agg(policy loss) + beta * agg(k3 KL to ref) - entropy_coef * agg(entropy), all
-    aggregated with ``config.loss_agg`` over the valid tokens. Masks: rows in ``truncated_N``
-    are dropped when ``config.mask_truncated``; with ``config.top_entropy_frac`` only the
-    top-entropy tokens get a policy-loss term (the others add 0 but still count in the
-    aggregation's denominator, so the scale does not depend on the selection; KL and entropy
-    terms cover every valid token).
-
-    ``entropy_NT`` must carry gradients for the entropy bonus to act (from
-    ``token_logprobs_and_entropy``). ``ref_logp_NT`` is required when beta > 0 and, when
-    given, the KL is logged whatever beta is. Metrics: ``loss/total``, ``loss/policy``,
-    the policy loss's own (clip fractions, ratio_mean, ...), ``kl``, ``entropy`` (token mean),
-    ``cov_logp_adv`` (batch Cov(log pi, A) over valid tokens: dH ~ -eta * Cov, arXiv
-    2505.22617), ``frac_pg_tokens`` (share of valid tokens getting policy gradient).
-    """
-    _check_shapes(
-        logp_NT,
-        mask_NT,
-        adv_N,
-        old_logp_NT=old_logp_NT,
-        ref_logp_NT=ref_logp_NT,
-        entropy_NT=entropy_NT,
-    )
-    m, pg_m = _masks(mask_NT, entropy_NT, ref_logp_NT, truncated_N, config)
-    loss_NT, metrics = get_policy_loss(config.policy_loss)(
-        logp_NT, old_logp_NT, adv_N, pg_m, config, entropy_NT
-    )
-    # Aggregated over the full mask: tokens left out by the top-entropy selection add 0 but
-    # still count, so the selection removes gradient without re-scaling the selected tokens.
-    policy = aggregate(config.loss_agg, loss_NT, m, config)
-    total = policy + _regularisers(logp_NT, ref_logp_NT, entropy_NT, m, config, metrics)
-    n_valid = m.sum().clamp_min(1)
-    metrics["cov_logp_adv"] = (token_covariance(logp_NT, adv_N, m).sum() / n_valid).item()
-    metrics["frac_pg_tokens"] = (pg_m.sum() / n_valid).item()
-    metrics["loss/policy"] = policy.item()
-    metrics["loss/total"] = total.item()
-    return total, metrics
+    return clean(loss_NT, m).sum() / budget, float((n_N > 0).sum())

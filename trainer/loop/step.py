@@ -1,257 +1,258 @@
-"""The parts of one training step: rollout and scoring (with dynamic sampling), the collapse
-guard, and the update. :mod:`trainer.loop` calls them in order.
+"""One training step as typed functions: rollout -> scores -> advantages -> update -> health.
+
+:class:`~flowgrpo.trainer.loop.trainer.Trainer` calls, in order:
+
+1. :func:`first_rollout` — sample K completions for B problems and score them
+   (:func:`sample_and_score`); :func:`rollout_metrics_of` describes the policy as it is.
+2. the guard's decision on those metrics (``monitoring.collapse``), in the Trainer.
+3. :func:`collect` — with dynamic sampling (DAPO, arXiv 2503.14476), drop groups with no
+   learning signal and replace them with groups of fresh problems: the batch to train on.
+4. :func:`compute_train_advantages` — advantages ONCE, on exactly the batch that is trained;
+   :func:`train_metrics` and :func:`sample_rows` (each sample with the advantage it was
+   trained with; null when it was not trained on).
+5. :func:`..update.policy_update` and the health checks, in the Trainer, which owns the model
+   and optimizer.
+
+Every function here takes what it reads as arguments and returns new values; none mutates the
+trainer.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from flowgrpo.rewards import prepare_samples, score_samples
+from flowgrpo.operators.interpreter import Limits
+from flowgrpo.operators.llm import LLM
+from flowgrpo.operators.tasks.base import Problem
+from flowgrpo.rewards import RecentWorkflows, RewardTable, prepare_samples, score_samples
 from flowgrpo.trainer.algorithms.advantages import combine_rewards, compute_advantages, group_stats
+from flowgrpo.trainer.config import TrainConfig
+from flowgrpo.trainer.loop.rollout import Rollout, concat_rollouts, generate_rollout
 from flowgrpo.trainer.monitoring.metrics import rollout_metrics
-from flowgrpo.trainer.loop.rollout import concat_rollouts, generate_rollout
-from flowgrpo.trainer.loop.update import UpdateInputs, policy_update
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(frozen=True)
+class StepEnv:
+    """What sampling and scoring read (built once by the Trainer; never mutated here, except
+    that scoring appends to the diversity ``history`` and the execution ``cache``)."""
+
+    config: TrainConfig
+    model: torch.nn.Module
+    tokenizer: object
+    executor: LLM | None
+    exec_limits: Limits
+    cache: object | None
+    history: RecentWorkflows
+
+
+@dataclass(frozen=True)
 class Scored:
-    """A scored step: its metrics, what to train on (None: nothing informative), samples."""
+    """A rollout and its reward table (same rows), with the scoring time."""
 
-    metrics: dict
-    train: UpdateInputs | None
-    samples: list[dict]
-    train_tokens: int
-    rollout: object = None
-    table: object = None
-    adv_N: torch.Tensor | None = None
+    rollout: Rollout
+    table: RewardTable
+    score_seconds: float
 
 
-def _sample_and_score(trainer, problems):
-    """(rollout, reward table, scores [N, C]) for ``problems``."""
-    cfg = trainer.config
-    r = cfg.rollout
+@dataclass(frozen=True)
+class Collected:
+    """One step's data: the first rollout (metrics) and the batch to train on (None: none)."""
+
+    first: Scored
+    train: Scored | None
+    kept_groups: int
+    resampled_groups: int
+    generated_tokens: int
+    gen_seconds: float
+    score_seconds: float
+
+
+def sample_and_score(env: StepEnv, problems: Sequence[Problem]) -> Scored:
+    """Sample ``num_generations`` completions per problem and score them (one batched call)."""
+    r = env.config.rollout
     rollout = generate_rollout(
-        trainer.model,
-        trainer.tokenizer,
-        problems,
-        r.num_generations,
-        r.temperature,
-        r.top_p,
-        r.max_new_tokens,
-        r.generate_merged,
-    )
+        env.model, env.tokenizer, problems, r.num_generations, r.temperature, r.top_p,
+        r.max_new_tokens, r.generate_merged,
+    )  # fmt: skip
     start = time.perf_counter()
     samples = prepare_samples(
-        rollout.problems,
-        rollout.texts,
-        r.num_generations,
-        llm=trainer.executor,
-        limits=trainer.exec_limits,
-        cache=trainer.cache,
-        execute=r.execute and trainer.executor is not None,
-    )
-    table = score_samples(samples, r.num_generations, cfg.rewards, trainer.history)
-    return rollout, table, time.perf_counter() - start
+        rollout.problems, rollout.texts, r.num_generations, llm=env.executor,
+        limits=env.exec_limits, cache=env.cache,
+        execute=r.execute and env.executor is not None,
+    )  # fmt: skip
+    table = score_samples(samples, r.num_generations, env.config.rewards, env.history)
+    return Scored(rollout, table, time.perf_counter() - start)
 
 
-def _advantages(trainer, scores_NC: np.ndarray, weights_C: np.ndarray) -> torch.Tensor:
-    return compute_advantages(
-        trainer.config.algorithm.advantage,
-        torch.tensor(np.array(scores_NC), dtype=torch.float32),
-        trainer.config.rollout.num_generations,
-        torch.tensor(np.array(weights_C), dtype=torch.float32),
-    )
+def informative_groups(table: RewardTable, estimator: str) -> list[int]:
+    """Groups whose advantages, computed for the group alone, are not all zero.
 
-
-def _informative_groups(adv_N: torch.Tensor, k: int) -> list[int]:
-    """Groups with any non-zero advantage (estimator-agnostic: gdpo included)."""
-    return [g for g, row in enumerate(adv_N.view(-1, k)) if bool((row != 0).any())]
-
-
-def rollout_and_score(trainer) -> Scored:
-    """Sample and score this step's rollout; metrics describe the policy as it is."""
-    r = trainer.config.rollout
-    problems = trainer.sampler.draw(r.problems_per_step)
-    rollout, table, score_time = _sample_and_score(trainer, problems)
-    adv_N = _advantages(trainer, table.scores, table.weights)
-    combined = combine_rewards(
-        torch.tensor(np.array(table.scores)), torch.tensor(np.array(table.weights))
-    )
-    stats = group_stats(combined, r.num_generations)
-    metrics = rollout_metrics(table, rollout, adv_N, {**stats, "combined": combined.numpy()})
-    cache = trainer.cache.stats() if trainer.cache else {}
-    metrics.update(
-        gen_time=rollout.seconds,
-        score_time=score_time,
-        **{f"exec/{key}": value for key, value in cache.items()},
-    )
-    samples = _sample_rows(
-        trainer.step, rollout, table, adv_N, combined, trainer.config.logging.samples_per_step
-    )
-    return Scored(metrics, None, samples, int(rollout.mask_NT.sum()), rollout, table, adv_N)
-
-
-def select_training_groups(trainer, scored: Scored) -> Scored:
-    """Pick the groups to train on (dynamic sampling, DAPO arXiv 2503.14476).
-
-    Groups whose advantages are all zero are dropped and, within ``max_resample_rounds``,
-    replaced by groups of fresh problems. Advantages are recomputed over the final batch (exact
-    for the batch-normalising estimators). Fills ``scored.train`` (None: nothing to learn).
+    For the group-local estimators this is exactly the in-batch result; for the batch-normalising
+    ones (global, gdpo) batch scaling keeps exact zeros, so the same groups are zero. Selection
+    only: the advantages that are trained on are computed once, on the final batch.
     """
-    r = trainer.config.rollout
-    k, rollout, table = r.num_generations, scored.rollout, scored.table
-    if r.dynamic_sampling:
-        keep = _informative_groups(scored.adv_N, k)
-    else:
-        keep = list(range(len(rollout.problems)))
-    kept = [(rollout.select_groups(keep), table.scores[_rows(keep, k)])] if keep else []
-    extra_tokens, resampled = _resample(trainer, kept, len(rollout.problems) - len(keep))
-    scored.metrics.update(
-        kept_groups=sum(len(p[0].problems) for p in kept), resampled_groups=resampled
+    k = table.group_size
+    keep = []
+    for g in range(len(table.details) // k):
+        rows = table.scores[g * k : (g + 1) * k]
+        adv_K = compute_advantages(estimator, torch.tensor(rows), k, torch.tensor(table.weights))
+        if bool((adv_K != 0).any()):
+            keep.append(g)
+    return keep
+
+
+def select_groups(scored: Scored, groups: Sequence[int]) -> Scored:
+    """The rows of ``groups`` (rollout and table alike)."""
+    k = scored.table.group_size
+    rows = [g * k + j for g in groups for j in range(k)]
+    t = scored.table
+    table = RewardTable(t.names, t.scores[rows], t.weights, k, tuple(t.details[i] for i in rows))
+    return Scored(scored.rollout.select_groups(groups), table, scored.score_seconds)
+
+
+def concat_scored(parts: Sequence[Scored]) -> Scored:
+    """One batch from several (groups in order)."""
+    if len(parts) == 1:
+        return parts[0]
+    t0 = parts[0].table
+    table = RewardTable(
+        t0.names,
+        np.concatenate([p.table.scores for p in parts]),
+        t0.weights,
+        t0.group_size,
+        tuple(d for p in parts for d in p.table.details),
     )
-    scored.train_tokens += extra_tokens
-    if kept:
-        final = concat_rollouts([p[0] for p in kept])
-        train_adv = _advantages(trainer, np.concatenate([p[1] for p in kept]), table.weights)
-        scored.train = UpdateInputs(final, train_adv)
-    return scored
+    rollout = concat_rollouts([p.rollout for p in parts])
+    return Scored(rollout, table, sum(p.score_seconds for p in parts))
 
 
-def _resample(trainer, kept: list, missing: int) -> tuple[int, int]:
-    """Replace ``missing`` zero-signal groups with informative groups of fresh problems.
+def first_rollout(env: StepEnv, draw: Callable[[int], list[Problem]]) -> Scored:
+    """This step's rollout of ``problems_per_step`` fresh problems: it describes the policy as
+    it is (metrics, the guard's decision) before any resampling."""
+    return sample_and_score(env, draw(env.config.rollout.problems_per_step))
 
-    Appends to ``kept``; returns (completion tokens generated, groups resampled).
-    """
-    r = trainer.config.rollout
-    rounds = tokens = resampled = 0
+
+def collect(env: StepEnv, draw: Callable[[int], list[Problem]], first: Scored) -> Collected:
+    """The batch to train on, from ``first`` with dynamic sampling (see the module docstring)."""
+    r, estimator = env.config.rollout, env.config.algorithm.advantage
+    groups = len(first.rollout.problems)
+    keep = informative_groups(first.table, estimator) if r.dynamic_sampling else list(range(groups))
+    parts = [select_groups(first, keep)] if keep else []
+    missing, rounds, resampled = groups - len(keep), 0, 0
+    tokens, gen_s, score_s = int(first.rollout.mask_NT.sum()), first.rollout.seconds, 0.0
+    score_s += first.score_seconds
     while r.dynamic_sampling and missing > 0 and rounds < r.max_resample_rounds:
-        extra, table, _ = _sample_and_score(trainer, trainer.sampler.draw(missing))
-        good = _informative_groups(
-            _advantages(trainer, table.scores, table.weights), r.num_generations
-        )
+        extra = sample_and_score(env, draw(missing))
+        good = informative_groups(extra.table, estimator)
         if good:
-            kept.append((extra.select_groups(good), table.scores[_rows(good, r.num_generations)]))
-        missing -= len(good)
-        rounds += 1
-        resampled += len(extra.problems)
-        tokens += int(extra.mask_NT.sum())
-    return tokens, resampled
+            parts.append(select_groups(extra, good))
+        missing, rounds = missing - len(good), rounds + 1
+        resampled += len(extra.rollout.problems)
+        tokens += int(extra.rollout.mask_NT.sum())
+        gen_s, score_s = gen_s + extra.rollout.seconds, score_s + extra.score_seconds
+    train = concat_scored(parts) if parts else None
+    kept = 0 if train is None else len(train.rollout.problems)
+    return Collected(first, train, kept, resampled, tokens, gen_s, score_s)
 
 
-def _rows(groups: list[int], k: int) -> np.ndarray:
-    return np.array([g * k + j for g in groups for j in range(k)], dtype=np.int64)
+def untrained(first: Scored) -> Collected:
+    """The step's data when nothing is trained (the guard rolled back)."""
+    tokens = int(first.rollout.mask_NT.sum())
+    return Collected(first, None, 0, 0, tokens, first.rollout.seconds, first.score_seconds)
 
 
-def _sample_rows(step, rollout, table, adv_N, combined, limit: int) -> list[dict]:
+def compute_train_advantages(config: TrainConfig, train: Scored | None) -> torch.Tensor | None:
+    """adv_N of the batch that is trained (None when there is none): computed once, here."""
+    if train is None:
+        return None
+    return compute_advantages(
+        config.algorithm.advantage,
+        torch.tensor(np.array(train.table.scores), dtype=torch.float32),
+        config.rollout.num_generations,
+        torch.tensor(np.array(train.table.weights), dtype=torch.float32),
+    )
+
+
+def _combined(table: RewardTable) -> np.ndarray:
+    return combine_rewards(torch.tensor(table.scores), torch.tensor(table.weights)).numpy()
+
+
+def rollout_metrics_of(first: Scored) -> dict:
+    """Metrics of the first rollout: the policy as it is (advantage keys filled later)."""
+    combined = _combined(first.table)
+    stats = group_stats(torch.tensor(combined), first.table.group_size)
+    return rollout_metrics(first.table, first.rollout, None, {**stats, "combined": combined})
+
+
+def train_metrics(collected: Collected, adv_N: torch.Tensor | None) -> dict:
+    """Dynamic-sampling counts, times and advantage statistics of the trained batch."""
+    return {
+        "kept_groups": collected.kept_groups,
+        "resampled_groups": collected.resampled_groups,
+        "gen_time": collected.gen_seconds,
+        "score_time": collected.score_seconds,
+        "adv_frac_extreme": None if adv_N is None else float((adv_N.abs() >= 0.99).float().mean()),
+        "adv_abs_mean": None if adv_N is None else float(adv_N.abs().mean()),
+    }
+
+
+def _sample_row(step: int, text: str, detail: dict, reward: float, names, scores, adv) -> dict:
+    finite = np.isfinite(reward)
+    return {
+        "step": step,
+        "problem_id": detail.get("problem_id"),
+        "completion": text,
+        "reward": float(reward) if finite else None,
+        "advantage": adv,
+        **{key: detail.get(key) for key in ("canonical", "structure", "fallback", "valid")},
+        **{key: detail.get(key) for key in ("correct", "answer")},
+        "rewards": {n: (float(v) if np.isfinite(v) else None) for n, v in zip(names, scores)},
+    }
+
+
+def sample_rows(step: int, collected: Collected, adv_N: torch.Tensor | None, limit: int):
+    """samples.jsonl rows of every scored completion of the step (first rollout, then the
+    resampled groups that were trained), each with the advantage it was trained with (None
+    when its group was dropped). ``limit`` < 0: all rows."""
+    trained: dict[tuple[int, str], float] = {}
+    if collected.train is not None and adv_N is not None:
+        t = collected.train
+        for i, (problem, text) in enumerate(zip(_row_problems(t), t.rollout.texts)):
+            trained.setdefault((id(problem), text), float(adv_N[i]))
     rows = []
-    for i, detail in enumerate(table.details):
-        if 0 <= limit <= i:
-            break
-        value = float(combined[i])
-        rows.append(
-            {
-                "step": step,
-                "problem_id": detail.get("problem_id"),
-                "completion": rollout.texts[i],
-                "reward": value if np.isfinite(value) else None,
-                "advantage": float(adv_N[i]),
-                "canonical": detail.get("canonical"),
-                "structure": detail.get("structure"),
-                "fallback": detail.get("fallback"),
-                "valid": detail.get("valid"),
-                "correct": detail.get("correct"),
-                "answer": detail.get("answer"),
-                "rewards": {
-                    n: (float(v) if np.isfinite(v) else None)
-                    for n, v in zip(table.names, table.scores[i])
-                },
-            }
-        )
+    scored = [collected.first]
+    if collected.train is not None and collected.resampled_groups:
+        scored.append(_resampled_part(collected))
+    for part in scored:
+        combined = _combined(part.table)
+        problems = _row_problems(part)
+        for i, detail in enumerate(part.table.details):
+            if 0 <= limit <= len(rows):
+                return rows
+            adv = trained.get((id(problems[i]), part.rollout.texts[i]))
+            rows.append(_sample_row(
+                step, part.rollout.texts[i], detail, combined[i], part.table.names,
+                part.table.scores[i], adv,
+            ))  # fmt: skip
     return rows
 
 
-def maybe_rollback(trainer, metrics: dict) -> bool:
-    """Compare this rollout with the one before the last update; undo the update on collapse.
-
-    The same rule as the ``update_collapse`` health check and ``flowgrpo diagnose``
-    (:func:`trainer.collapse.collapse_at`). Returns True when the update was rolled back (the
-    step then trains on nothing: this rollout came from the collapsed policy).
-    """
-    from flowgrpo.trainer.monitoring.collapse import collapse_at
-    from flowgrpo.trainer.monitoring.guard import restore_snapshot
-
-    health = trainer.config.health
-    if health.guard == "off":
-        return False
-    history = trainer.monitor.history
-    event = collapse_at(
-        [*history, metrics],
-        len(history),
-        health.collapse_fallback_jump,
-        health.collapse_validity_drop,
-    )
-    if event is None:
-        return False
-    metrics["collapse"] = event.to_dict()
-    if health.guard != "rollback" or trainer.snapshot is None:
-        return False
-    restore_snapshot(
-        trainer.model,
-        trainer.optimizer,
-        trainer.snapshot,
-        health.rollback_lr_factor,
-        trainer.scheduler,
-    )
-    logger.warning(
-        "step %d: update -> collapse (%s): rolled back to the weights before step %s's update",
-        metrics["step"],
-        event.reason,
-        trainer.snapshot.step,
-    )
-    trainer.snapshot = None
-    return True
+def _row_problems(scored: Scored) -> list[Problem]:
+    k = scored.rollout.group_size
+    return [p for p in scored.rollout.problems for _ in range(k)]
 
 
-@torch.no_grad()
-def rollout_entropy(trainer, rollout) -> float:
-    """Mean token entropy of the policy on a rollout it did not train on (no update this step:
-    entropy is still logged, the signal the zero-variance deadlock hides)."""
-    from flowgrpo.trainer.algorithms.logprobs import group_logprobs
-
-    total = count = 0.0
-    k = rollout.group_size
-    for g, prompt in enumerate(rollout.prompt_ids):
-        rows = slice(g * k, (g + 1) * k)
-        mask_KT = rollout.mask_NT[rows]
-        _, entropy_KT = group_logprobs(
-            trainer.model, prompt, rollout.completion_ids_NT[rows], mask_KT, _mode(trainer.config)
-        )
-        total += float((entropy_KT.cpu() * mask_KT).sum())
-        count += float(mask_KT.sum())
-    return total / max(count, 1.0)
-
-
-def update(trainer, inputs: UpdateInputs) -> dict:
-    cfg = trainer.config
-    return policy_update(
-        trainer.model,
-        trainer.optimizer,
-        trainer.scheduler,
-        inputs,
-        trainer.loss_cfg,
-        cfg.algorithm.num_iterations,
-        _mode(cfg),
-        cfg.optim.max_grad_norm,
-        trainer.world,
-    )
-
-
-def _mode(cfg) -> str:
-    return "full" if cfg.model.gradient_checkpointing else cfg.rollout.logprob_mode
+def _resampled_part(collected: Collected) -> Scored:
+    """The trained groups that did not come from the first rollout."""
+    first_ids = {id(p) for p in collected.first.rollout.problems}
+    train = collected.train
+    groups = [g for g, p in enumerate(train.rollout.problems) if id(p) not in first_ids]
+    return select_groups(train, groups)

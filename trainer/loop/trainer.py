@@ -1,20 +1,40 @@
 """The training loop: orchestrates rollout, scoring, advantages, update, health, checkpoints.
 
 Each piece lives in its own module (rollout, rewards, advantages, update, health, checkpoint);
-this one only wires them together. Runs on a CPU, one GPU or many processes under
-``accelerate launch`` (each rank samples its own problems; LoRA gradients are averaged).
+this one only wires them together: one step is :meth:`Trainer._train_step`, a sequence of calls
+to the typed functions of :mod:`.step` and :mod:`.update`. Runs on a CPU, one GPU or many
+processes under ``accelerate launch`` (each rank samples its own problems; the loss of the whole
+step is normalised over all ranks and the LoRA gradients are summed).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+from accelerate import Accelerator
+
+from flowgrpo.rewards import RecentWorkflows
 from flowgrpo.trainer.config import TrainConfig, save_config
+from flowgrpo.trainer.loop import setup
+from flowgrpo.trainer.loop import step as steps
+from flowgrpo.trainer.loop.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from flowgrpo.trainer.loop.update import (
+    UPDATE_KEYS,
+    UpdateBatch,
+    UpdateSettings,
+    policy_update,
+    rollout_entropy,
+)
+from flowgrpo.trainer.monitoring.collapse import collapse_at
+from flowgrpo.trainer.monitoring.guard import restore_snapshot, take_snapshot
 from flowgrpo.trainer.monitoring.health import EXIT_CODE_ALERT_STOP, HealthMonitor
+from flowgrpo.trainer.monitoring.metrics import complete_metrics, truncate_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -47,23 +67,25 @@ class Trainer:
         executor=None,
         on_step: Callable[[dict], None] | None = None,
     ):
-        from accelerate import Accelerator
-
         self.config = config
         self.run_dir = Path(run_dir or config.logging.output_dir)
         self.accelerator = Accelerator()
         self.rank, self.world = self.accelerator.process_index, self.accelerator.num_processes
         self.on_step = on_step
-        self.loss_cfg = config.algorithm.loss
-        if self.loss_cfg.max_new_tokens is None:
-            self.loss_cfg = replace(self.loss_cfg, max_new_tokens=config.rollout.max_new_tokens)
+        cfg = config
+        self.update_settings = UpdateSettings(
+            loss=cfg.algorithm.loss,
+            num_iterations=cfg.algorithm.num_iterations,
+            logprob_mode=cfg.logprob_mode,
+            temperature=cfg.rollout.temperature,
+            max_grad_norm=cfg.optim.max_grad_norm,
+            world_size=self.world,
+        )
         self._setup(model, tokenizer, executor, resume)
 
     # ------------------------------------------------------------------ setup
 
     def _setup(self, model, tokenizer, executor, resume: bool) -> None:
-        from flowgrpo.trainer.loop import setup
-
         cfg = self.config
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.accelerator.is_main_process:
@@ -73,20 +95,19 @@ class Trainer:
         self.sampler = setup.sampler(cfg, self.rank)
         self.executor, self.exec_limits = setup.executor(cfg, self.model, self.tokenizer, executor)
         self.cache = setup.cache(cfg, self.run_dir)
-        from flowgrpo.rewards import RecentWorkflows
-
         self.history = RecentWorkflows()
         self.monitor = HealthMonitor(cfg.health)
         self.snapshot = None
         self.step = 0
         if resume:
             self._resume()
+        self.env = steps.StepEnv(
+            cfg, self.model, self.tokenizer, self.executor, self.exec_limits, self.cache,
+            self.history,
+        )  # fmt: skip
         self.writer = setup.writer(cfg, self.run_dir, self.accelerator.is_main_process)
 
     def _resume(self) -> None:
-        from flowgrpo.trainer.loop.checkpoint import latest_checkpoint, load_checkpoint
-        from flowgrpo.trainer.monitoring.metrics import truncate_jsonl
-
         path = latest_checkpoint(self.run_dir)
         if path is None:
             logger.info("no checkpoint in %s: starting from scratch", self.run_dir)
@@ -96,8 +117,6 @@ class Trainer:
         self.sampler.load_state_dict(state["sampler"])
         self.monitor = HealthMonitor(self.config.health, state.get("metrics_history", ()))
         if state.get("recent_workflows"):
-            from flowgrpo.rewards import RecentWorkflows
-
             self.history = RecentWorkflows.from_dict(state["recent_workflows"])
         for name in ("metrics.jsonl", "samples.jsonl"):
             truncate_jsonl(self.run_dir / name, self.step)
@@ -126,23 +145,13 @@ class Trainer:
         code = EXIT_CODE_ALERT_STOP if stop_reason else 0
         return TrainResult(self.step, self.run_dir, checkpoint, code, stop_reason)
 
-    def _mean_over_ranks(self, value: float) -> float:
-        import torch
-
-        t = torch.tensor([float(value)], device=self.accelerator.device)
-        return float(self.accelerator.reduce(t, reduction="mean"))
-
     def _any_rank(self, flag: bool) -> bool:
         if self.world == 1:
             return bool(flag)
-        import torch
-
         t = torch.tensor([1.0 if flag else 0.0], device=self.accelerator.device)
         return float(self.accelerator.reduce(t, reduction="sum")) > 0
 
     def _save(self):
-        from flowgrpo.trainer.loop.checkpoint import save_checkpoint
-
         self.accelerator.wait_for_everyone()
         if not self.accelerator.is_main_process:
             return None
@@ -162,47 +171,101 @@ class Trainer:
         )
 
     def _train_step(self) -> dict:
-        from flowgrpo.trainer.loop import step as step_mod
-
+        """One step: collect -> advantages (once) -> metrics -> guard -> update -> health."""
         start = time.perf_counter()
-        scored = step_mod.rollout_and_score(self)
-        metrics = {"step": self.step, **scored.metrics}
-        if self.world > 1:  # every rank decides on the same, global rates
-            for key in ("fallback_rate", "validity_rate"):
-                metrics[key] = self._mean_over_ranks(metrics[key])
-        rollback = step_mod.maybe_rollback(self, metrics)
-        if not rollback:
-            scored = step_mod.select_training_groups(self, scored)
-            metrics.update(
-                kept_groups=scored.metrics["kept_groups"],
-                resampled_groups=scored.metrics["resampled_groups"],
+        first = steps.first_rollout(self.env, self.sampler.draw)
+        metrics = {"step": self.step, **steps.rollout_metrics_of(first)}
+        metrics = self._mean_over_ranks(metrics)  # every rank decides on the same numbers
+        rollback = self._maybe_rollback(metrics)
+        if rollback:
+            collected = steps.untrained(first)
+        else:
+            collected = steps.collect(self.env, self.sampler.draw, first)
+        adv_N = steps.compute_train_advantages(self.config, collected.train)
+        metrics.update(self._mean_over_ranks(steps.train_metrics(collected, adv_N)))
+        batch = None
+        if not rollback and collected.train is not None:
+            batch = UpdateBatch(collected.train.rollout, adv_N)
+        if rollback or not self._any_rank(batch is not None):
+            # No gradient this step: loss and norm are truly 0 (the zero_grad check reads them);
+            # the rest was not computed.
+            update = {key: None for key in UPDATE_KEYS} | {"loss": 0.0, "grad_norm": 0.0}
+            update["entropy"] = rollout_entropy(
+                self.model, collected.first.rollout, self.update_settings
             )
-        if rollback or (scored.train is None and self.world == 1):
-            metrics.update(
-                loss=0.0,
-                grad_norm=0.0,
-                skipped_update=True,
-                rollback=rollback,
-                entropy=step_mod.rollout_entropy(self, scored.rollout),
-            )
+            updated = False
         else:
             if self.config.health.guard == "rollback":
-                from flowgrpo.trainer.monitoring.guard import take_snapshot
-
                 self.snapshot = take_snapshot(self.model, self.optimizer, self.step)
-            metrics.update(
-                step_mod.update(self, scored.train), skipped_update=False, rollback=False
+            update = policy_update(
+                self.model, self.optimizer, self.scheduler, batch, self.update_settings
             )
+            updated = True
+        metrics.update(update, skipped_update=not updated, rollback=rollback)
         elapsed = time.perf_counter() - start
-        tokens = float(scored.train_tokens)
-        metrics.setdefault("kl", None)  # null: not computed (beta = 0); see algorithm.loss.beta
-        metrics.setdefault("collapse", None)
         metrics.update(
             step_time=elapsed,
-            tokens_per_s=tokens / max(elapsed, 1e-9),
+            tokens_per_s=collected.generated_tokens / max(elapsed, 1e-9),
             cache_hit_rate=self.cache.hit_rate if self.cache else None,
         )
         metrics["alerts"] = [a.to_dict() for a in self.monitor.observe(metrics)]
+        metrics = complete_metrics(metrics)
         if self.writer is not None:
-            self.writer.write(metrics, scored.samples)
+            limit = self.config.logging.samples_per_step
+            self.writer.write(metrics, steps.sample_rows(self.step, collected, adv_N, limit))
         return metrics
+
+    def _mean_over_ranks(self, metrics: dict) -> dict:
+        """Numeric metrics averaged over processes (None/NaN left out); others as rank 0's."""
+        if self.world == 1:
+            return metrics
+        keys = sorted(k for k, v in metrics.items() if _is_number(v) and k != "step")
+        values = [float(metrics[k]) for k in keys]
+        present = [0.0 if math.isnan(v) else 1.0 for v in values]
+        t = torch.tensor(
+            [0.0 if math.isnan(v) else v for v in values] + present,
+            device=self.accelerator.device, dtype=torch.float64,
+        )  # fmt: skip
+        t = self.accelerator.reduce(t, reduction="sum").cpu().tolist()
+        out = dict(metrics)
+        for i, key in enumerate(keys):
+            n = t[len(keys) + i]
+            out[key] = t[i] / n if n else math.nan
+        return out
+
+    def _maybe_rollback(self, metrics: dict) -> bool:
+        """Compare this rollout with the one before the last update; undo the update on collapse.
+
+        The same rule as the ``update_collapse`` health check and ``flowgrpo diagnose``
+        (:func:`..monitoring.collapse.collapse_at`). True when the update was rolled back (the
+        step then trains on nothing: this rollout came from the collapsed policy).
+        """
+        health = self.config.health
+        metrics["collapse"] = None
+        if health.guard == "off":
+            return False
+        history = self.monitor.history
+        event = collapse_at(
+            [*history, metrics],
+            len(history),
+            health.collapse_fallback_jump,
+            health.collapse_validity_drop,
+        )
+        if event is None:
+            return False
+        metrics["collapse"] = event.to_dict()
+        if health.guard != "rollback" or self.snapshot is None:
+            return False
+        restore_snapshot(
+            self.model, self.optimizer, self.snapshot, health.rollback_lr_factor, self.scheduler
+        )
+        logger.warning(
+            "step %d: update -> collapse (%s): rolled back to the weights before step %s's update",
+            metrics["step"], event.reason, self.snapshot.step,
+        )  # fmt: skip
+        self.snapshot = None
+        return True
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -1,120 +1,215 @@
-"""One policy update from a scored rollout: micro-batches of one group, then one optimizer step.
+"""One policy update: μ optimizer steps over per-group micro-batches, with batch semantics.
 
 Each group (K completions of one prompt) is one micro-batch: its log-probs come from
-:func:`trainer.logprobs.group_logprobs` (prompt computed once), its loss from the ONE loss
-function :func:`trainer.losses.policy_objective`, scaled by the group's share of the batch so
-that the summed gradient equals the gradient of the loss aggregated over the whole batch
-(share = 1/G for the sequence-mean aggregations, tokens_g / tokens for ``token_mean``). With
-μ > 1 updates per rollout (``algorithm.num_iterations``) the log-probs of the sampling policy
-are stored before the first update and used as ``old_logp`` (PPO ratio).
+:func:`..algorithms.logprobs.group_logprobs` (prompt computed once, logits at the sampling
+temperature), its loss from THE objective :func:`..algorithms.objective.policy_objective`.
+Everything that depends on the whole batch is computed before the backward passes:
 
-Non-finite losses or gradients skip the optimizer step (logged, never applied).
+* the aggregation's denominator over all groups and all processes (``BatchStats.agg_count``),
+  so the accumulated gradient equals the gradient of the loss of the whole step's batch
+  (tested group-by-group vs whole-batch for every loss x aggregation);
+* token selections acting on a share of the batch (Clip-Cov, KL-Cov, top-entropy mask), from a
+  no-grad scoring pass over the whole batch before each optimizer step (only for those losses).
+
+Under several processes every rank's loss is already divided by the global denominator, so the
+LoRA gradients are all-reduced with a SUM; metrics are token-weighted means over all
+micro-batches and processes. With μ > 1 (``num_iterations``) the log-probs of the sampling
+policy are stored before the first step and used as ``old_logp`` (PPO ratio); metrics are those
+of the last of the μ steps. Non-finite losses or gradients skip the optimizer step.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 
 from flowgrpo.trainer.algorithms.logprobs import group_logprobs
-from flowgrpo.trainer.algorithms.losses import LossConfig, policy_objective
+from flowgrpo.trainer.algorithms.losses import LossConfig
+from flowgrpo.trainer.algorithms.objective import (
+    BatchStats,
+    batch_stats,
+    needs_token_pass,
+    policy_objective,
+    train_mask,
+)
 from flowgrpo.trainer.loop.policy import adapter_disabled
+from flowgrpo.trainer.loop.rollout import Rollout
 
 logger = logging.getLogger(__name__)
 
-_AVERAGED = (
+#: Token-weighted metrics of the objective, averaged over micro-batches and processes.
+TOKEN_METRICS = (
     "entropy",
-    "cov_logp_adv",
     "kl",
     "clip_ratio/low",
     "clip_ratio/high",
     "ratio_mean",
     "frac_pg_tokens",
+    "seq_ratio_mean",
+    "clip_cov/frac_selected",
+    "kl_cov/frac_selected",
+    "kl_cov/abs_kl_mean",
+)
+#: Every key :func:`policy_update` returns (None where not computed on this step).
+UPDATE_KEYS = (
+    "loss",
+    "loss/policy",
+    "grad_norm",
+    "lr",
+    "cov_logp_adv",
+    "optimizer_steps",
+    "nonfinite_skips",
+    *TOKEN_METRICS,
 )
 
 
-@dataclass
-class UpdateInputs:
-    """What an update needs: the rollout rows kept for training and their advantages [N]."""
+@dataclass(frozen=True)
+class UpdateSettings:
+    """How to update: the loss, μ, how to score, the sampling temperature, clipping, world.
 
-    rollout: object
+    Attributes:
+        loss: the objective's settings. num_iterations: μ, optimizer steps per rollout.
+        logprob_mode: ``shared_prompt`` or ``full`` (see ``group_logprobs``).
+        temperature: the rollout's sampling temperature (log-probs are taken at it).
+        max_grad_norm: clipping threshold (0 = off). world_size: number of processes.
+    """
+
+    loss: LossConfig
+    num_iterations: int = 1
+    logprob_mode: str = "shared_prompt"
+    temperature: float = 1.0
+    max_grad_norm: float = 1.0
+    world_size: int = 1
+
+
+@dataclass(frozen=True)
+class UpdateBatch:
+    """What an update trains on: the rollout rows kept for training and their advantages [N]."""
+
+    rollout: Rollout
     adv_N: torch.Tensor
 
 
-def _group_rows(rollout, g: int) -> slice:
+def _rows(rollout: Rollout, g: int) -> slice:
     k = rollout.group_size
     return slice(g * k, (g + 1) * k)
 
 
-def _shares(rollout, loss_cfg: LossConfig) -> list[float]:
-    groups = len(rollout.problems)
-    if loss_cfg.loss_agg == "token_mean":
-        tokens = rollout.mask_NT.sum().clamp_min(1)
-        return [
-            float(rollout.mask_NT[_group_rows(rollout, g)].sum() / tokens) for g in range(groups)
-        ]
-    return [1.0 / groups] * groups
+def _score_groups(model, rollout: Rollout, settings: UpdateSettings, reference: bool = False):
+    """(logp_NT, entropy_NT) of every row without gradients (old / reference / selection)."""
+    logp, entropy = [], []
+    ctx = adapter_disabled(model) if reference else contextlib.nullcontext()
+    with torch.no_grad(), ctx:
+        for g, prompt in enumerate(rollout.prompt_ids):
+            rows = _rows(rollout, g)
+            lp, ent = group_logprobs(
+                model, prompt, rollout.completion_ids_NT[rows], rollout.mask_NT[rows],
+                settings.logprob_mode, settings.temperature,
+            )  # fmt: skip
+            logp.append(lp.cpu())
+            entropy.append(ent.cpu())
+    return torch.cat(logp), torch.cat(entropy)
 
 
-@torch.no_grad()
-def _fixed_logprobs(model, rollout, mode: str, reference: bool) -> list[torch.Tensor]:
-    """Per-group log-probs without gradients: of the sampling policy, or of the reference."""
-    out = []
-    for g, prompt in enumerate(rollout.prompt_ids):
-        rows = _group_rows(rollout, g)
-        args = (model, prompt, rollout.completion_ids_NT[rows], rollout.mask_NT[rows], mode)
-        if reference:
-            with adapter_disabled(model):
-                out.append(group_logprobs(*args)[0])
-        else:
-            out.append(group_logprobs(*args)[0])
-    return out
+def _global_sum(values: list[float], world_size: int) -> list[float]:
+    if world_size == 1:
+        return values
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t)
+    return t.tolist()
 
 
-def _backward_groups(model, inputs: UpdateInputs | None, loss_cfg, mode, old, ref) -> dict:
-    if inputs is None:  # nothing to learn on this rank; still joins the gradient all-reduce
-        return {"loss": 0.0}
-    rollout, sums = inputs.rollout, {"loss": 0.0}
-    shares = _shares(rollout, loss_cfg)
-    device = next(model.parameters()).device
-    for g, prompt in enumerate(rollout.prompt_ids):
-        rows = _group_rows(rollout, g)
-        mask_KT = rollout.mask_NT[rows].to(device)
-        logp_KT, entropy_KT = group_logprobs(
-            model, prompt, rollout.completion_ids_NT[rows], mask_KT, mode
+def _step_stats(model, batch: UpdateBatch | None, settings: UpdateSettings, old_NT) -> BatchStats:
+    """The whole step's :class:`BatchStats` (counts summed over processes)."""
+    cfg = settings.loss
+    if batch is None:  # this rank trains on nothing; it still joins the sums
+        local = BatchStats(0.0, 0.0)
+    else:
+        r = batch.rollout
+        logp = entropy = None
+        if needs_token_pass(cfg):
+            logp, entropy = _score_groups(model, r, settings)
+        old = old_NT if old_NT is not None else logp
+        local = batch_stats(
+            logp, old, batch.adv_N, r.mask_NT, cfg, entropy_NT=entropy, truncated_N=r.truncated_N
         )
-        old_KT = old[g].to(device) if old is not None else logp_KT.detach()
+    count, tokens = _global_sum([local.agg_count, local.n_tokens], settings.world_size)
+    return BatchStats(count, tokens, local.select_NT, local.pg_mask_NT)
+
+
+def _backward_groups(model, batch, settings, stats, old_NT, ref_NT) -> dict:
+    """Backward of every group's share of the loss; returns summed (not yet global) numbers."""
+    sums = {"loss": 0.0, "loss/policy": 0.0, "cov": [0.0, 0.0, 0.0, 0.0]}
+    if batch is None:
+        return sums
+    r, cfg = batch.rollout, settings.loss
+    device = next(model.parameters()).device
+    for g, prompt in enumerate(r.prompt_ids):
+        rows = _rows(r, g)
+        mask_KT = r.mask_NT[rows].to(device)
+        logp_KT, entropy_KT = group_logprobs(
+            model, prompt, r.completion_ids_NT[rows], mask_KT, settings.logprob_mode,
+            settings.temperature,
+        )  # fmt: skip
+        adv_K = batch.adv_N[rows].to(device)
         total, metrics = policy_objective(
             logp_KT,
-            old_KT,
-            inputs.adv_N[rows].to(device),
+            old_NT[rows].to(device) if old_NT is not None else logp_KT.detach(),
+            adv_K,
             mask_KT,
-            loss_cfg,
-            ref_logp_NT=None if ref is None else ref[g].to(device),
+            cfg,
+            ref_logp_NT=None if ref_NT is None else ref_NT[rows].to(device),
             entropy_NT=entropy_KT,
-            truncated_N=rollout.truncated_N[rows].to(device),
+            truncated_N=r.truncated_N[rows].to(device),
+            batch=stats.rows(rows.start, rows.stop),
         )
-        (total * shares[g]).backward()
-        sums["loss"] += total.item() * shares[g]
-        for key in _AVERAGED:
+        total.backward()
+        sums["loss"] += metrics["loss/total"]
+        sums["loss/policy"] += metrics["loss/policy"]
+        for key in TOKEN_METRICS:
             if key in metrics:
-                sums[key] = sums.get(key, 0.0) + metrics[key] * shares[g]
+                sums.setdefault(key, 0.0)
+                sums[key] += metrics[key] * metrics["n_tokens"]
+        _add_cov_sums(sums["cov"], logp_KT.detach(), adv_K, train_mask(mask_KT, r.truncated_N[rows].to(device), cfg))
     return sums
 
 
-def _sync_and_clip(params: list, max_norm: float, world_size: int) -> float:
-    """All-reduce (mean) the LoRA gradients across processes, then clip; returns the norm."""
-    if world_size > 1:
-        import torch.distributed as dist
+def _add_cov_sums(acc: list[float], logp_KT, adv_K, m) -> None:
+    """Accumulate (sum l*a, sum l, sum a, n) over valid tokens: exact global Cov(log pi, A)."""
+    a = adv_K.to(logp_KT.dtype).unsqueeze(1).expand_as(logp_KT)
+    lp = torch.where(m, logp_KT, 0.0)
+    a = torch.where(m, a, 0.0)
+    for i, v in enumerate(((lp * a).sum(), lp.sum(), a.sum(), m.sum())):
+        acc[i] += float(v)
 
+
+def _global_metrics(sums: dict, stats: BatchStats, world_size: int) -> dict:
+    """Token-weighted means and the covariance over all micro-batches and processes."""
+    keys = [k for k in TOKEN_METRICS]
+    local = [sums["loss"], sums["loss/policy"], *sums["cov"]]
+    local += [sums.get(k, 0.0) for k in keys] + [1.0 if k in sums else 0.0 for k in keys]
+    total = _global_sum(local, world_size)
+    loss, policy, sla, sl, sa, n = total[:6]
+    weighted, present = total[6 : 6 + len(keys)], total[6 + len(keys) :]
+    out = {"loss": loss, "loss/policy": policy}
+    out["cov_logp_adv"] = (sla / n - (sl / n) * (sa / n)) if n > 0 else None
+    for key, value, seen in zip(keys, weighted, present):
+        out[key] = value / stats.n_tokens if seen > 0 and stats.n_tokens > 0 else None
+    return out
+
+
+def _sync_and_clip(params: list, max_norm: float, world_size: int) -> float:
+    """All-reduce (SUM: each rank's loss is already over the global count), clip; the norm."""
+    if world_size > 1:
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
             dist.all_reduce(p.grad)
-            p.grad /= world_size
     grads = [p for p in params if p.grad is not None]
     if not grads:
         return 0.0
@@ -123,45 +218,53 @@ def _sync_and_clip(params: list, max_norm: float, world_size: int) -> float:
     return float(torch.linalg.vector_norm(torch.stack([g.grad.norm() for g in grads])))
 
 
-def policy_update(
-    model,
-    optimizer,
-    scheduler,
-    inputs: UpdateInputs,
-    loss_cfg: LossConfig,
-    num_iterations: int = 1,
-    mode: str = "shared_prompt",
-    max_grad_norm: float = 1.0,
-    world_size: int = 1,
-) -> dict:
-    """Run μ = ``num_iterations`` optimizer steps on one rollout; returns the step metrics.
+def accumulate_gradients(model, batch: UpdateBatch | None, settings: UpdateSettings, old_NT=None, ref_NT=None) -> dict:
+    """Zero the grads, then backward every group's share of the step's loss (no optimizer
+    step, no all-reduce): the gradient equals that of the whole-batch loss. Returns metrics."""
+    for p in model.parameters():
+        p.grad = None
+    stats = _step_stats(model, batch, settings, old_NT)
+    sums = _backward_groups(model, batch, settings, stats, old_NT, ref_NT)
+    return _global_metrics(sums, stats, settings.world_size)
 
-    ``inputs=None`` (a rank with no informative group under multiple processes) contributes zero
+
+def policy_update(
+    model, optimizer, scheduler, batch: UpdateBatch | None, settings: UpdateSettings
+) -> dict:
+    """Run μ optimizer steps on one rollout; returns every key of :data:`UPDATE_KEYS`.
+
+    ``batch=None`` (a rank with no informative group under multiple processes) contributes zero
     gradients, so every rank takes the same optimizer steps and the adapters stay identical.
     """
     params = [p for p in model.parameters() if p.requires_grad]
     old = ref = None
-    if inputs is not None and num_iterations > 1:
-        old = _fixed_logprobs(model, inputs.rollout, mode, False)
-    if inputs is not None and loss_cfg.beta > 0:
-        ref = _fixed_logprobs(model, inputs.rollout, mode, True)
-    out: dict = {"skipped_updates": 0}
-    for _ in range(num_iterations):
-        optimizer.zero_grad(set_to_none=True)
-        sums = _backward_groups(model, inputs, loss_cfg, mode, old, ref)
-        grad_norm = _sync_and_clip(params, max_grad_norm, world_size)
-        if not (math.isfinite(sums["loss"]) and math.isfinite(grad_norm)):
+    if batch is not None and settings.num_iterations > 1:
+        old, _ = _score_groups(model, batch.rollout, settings)
+    if batch is not None and settings.loss.beta > 0:
+        ref, _ = _score_groups(model, batch.rollout, settings, reference=True)
+    out: dict = {"nonfinite_skips": 0, "optimizer_steps": 0}
+    for _ in range(settings.num_iterations):
+        metrics = accumulate_gradients(model, batch, settings, old, ref)
+        grad_norm = _sync_and_clip(params, settings.max_grad_norm, settings.world_size)
+        if not (math.isfinite(metrics["loss"]) and math.isfinite(grad_norm)):
             logger.warning(
-                "non-finite loss %.4g or grad norm %.4g: update skipped", sums["loss"], grad_norm
+                "non-finite loss %.4g or grad norm %.4g: update skipped", metrics["loss"], grad_norm
             )
-            optimizer.zero_grad(set_to_none=True)
-            out["skipped_updates"] += 1
+            out["nonfinite_skips"] += 1
         else:
             optimizer.step()
+            out["optimizer_steps"] += 1
             if scheduler is not None:
                 scheduler.step()
-        out.update(sums)
-        out["grad_norm"] = grad_norm
-    optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)
+        out.update(metrics, grad_norm=grad_norm)
     out["lr"] = optimizer.param_groups[0]["lr"]
-    return out
+    return {key: out.get(key) for key in UPDATE_KEYS}
+
+
+def rollout_entropy(model, rollout: Rollout, settings: UpdateSettings) -> float:
+    """Mean token entropy (at the sampling temperature) of the policy on a rollout it did not
+    train on: a step without an update still logs entropy, the signal a deadlock hides."""
+    _, entropy_NT = _score_groups(model, rollout, settings)
+    mask = rollout.mask_NT.bool()
+    return float(entropy_NT[mask].mean()) if mask.any() else float("nan")

@@ -33,7 +33,11 @@ def reward_z_frac_extreme(combined_N: np.ndarray, group_size: int) -> float:
 
 
 def rollout_metrics(table, rollout, adv_N, group_stats: dict) -> dict:
-    """Reward, shape and DSL metrics of one rollout (before the update it feeds)."""
+    """Reward, shape and DSL metrics of one rollout (before the update it feeds).
+
+    ``adv_N``: the advantages of the batch that is trained (None when nothing is trained: the
+    advantage metrics are then None).
+    """
     details = table.details
     n = len(details)
     combined = group_stats["combined"]
@@ -48,10 +52,11 @@ def rollout_metrics(table, rollout, adv_N, group_stats: dict) -> dict:
         "accuracy": sum(bool(d.get("correct")) for d in details) / n,
         "unscorable_rate": sum(bool(d.get("unscorable")) for d in details) / n,
         "distinct_workflows": len({d["canonical"] for d in details if d["canonical"]}),
-        "adv_frac_extreme": float((adv_N.abs() >= 0.99).float().mean()),
+        "num_completions": n,
+        "adv_frac_extreme": None if adv_N is None else float((adv_N.abs() >= 0.99).float().mean()),
         "reward_z_frac_extreme": reward_z_frac_extreme(combined, table.group_size),
         "group_size": table.group_size,
-        "adv_abs_mean": float(adv_N.abs().mean()),
+        "adv_abs_mean": None if adv_N is None else float(adv_N.abs().mean()),
         "completions/mean_length": float(lengths.mean()),
         "completions/min_length": float(lengths.min()),
         "completions/max_length": float(lengths.max()),
@@ -66,6 +71,70 @@ def rollout_metrics(table, rollout, adv_N, group_stats: dict) -> dict:
     ops = Counter(op for d in valid for op in set(d.get("operators") or ()))
     out["operators"] = {op: c / max(len(valid), 1) for op, c in sorted(ops.items())}
     out["structures"] = dict(Counter(d["structure"] for d in valid if d["structure"]))
+    return out
+
+
+#: Every key of a metrics.jsonl line, with its meaning (docs/METRICS.md is generated from this
+#: table and a test checks it). Keys ``rewards/<component>/mean|std`` are added per configured
+#: reward component. Nested values stay under their own keys: operators, structures, alerts,
+#: collapse. A value that was not computed on a step is null (None), never missing.
+METRICS_SCHEMA: tuple[tuple[str, str], ...] = (
+    ("step", "optimizer step (1-based)"),
+    ("reward", "mean combined reward of the step's first rollout (scorable samples)"),
+    ("reward_std", "mean within-group std of the combined reward"),
+    ("frac_reward_zero_std", "share of groups whose rewards are all equal (no signal)"),
+    ("fallback_rate", "share of completions with no workflow found"),
+    ("validity_rate", "share of completions with a valid workflow"),
+    ("accuracy", "share of completions whose workflow answered correctly"),
+    ("unscorable_rate", "share of completions the executor could not score (NaN reward)"),
+    ("distinct_workflows", "distinct canonical workflows in the rollout"),
+    ("num_completions", "completions in the step's first rollout (B * K)"),
+    ("group_size", "K, completions per problem"),
+    ("adv_frac_extreme", "share of trained advantages with |A| >= 0.99"),
+    ("reward_z_frac_extreme", "share of samples with within-group reward |z| >= 0.99 (K=2 sign)"),
+    ("adv_abs_mean", "mean |A| of the trained batch"),
+    ("completions/mean_length", "mean completion length (tokens)"),
+    ("completions/min_length", "shortest completion (tokens)"),
+    ("completions/max_length", "longest completion (tokens)"),
+    ("completions/truncated_rate", "share of completions that hit max_new_tokens"),
+    ("kept_groups", "groups trained on after dynamic sampling"),
+    ("resampled_groups", "groups of fresh problems sampled to replace zero-signal ones"),
+    ("gen_time", "seconds generating completions"),
+    ("score_time", "seconds extracting, validating, executing and scoring"),
+    ("loss", "the step's total loss (sum over micro-batches = whole-batch loss)"),
+    ("loss/policy", "the policy-loss part of the total"),
+    ("grad_norm", "LoRA gradient norm before clipping"),
+    ("lr", "learning rate after the step"),
+    ("entropy", "mean token entropy at the sampling temperature (nats)"),
+    ("kl", "mean k3 KL to the reference (null when beta = 0: not computed)"),
+    ("clip_ratio/low", "share of tokens clipped at 1 - eps_low"),
+    ("clip_ratio/high", "share of tokens clipped at 1 + eps_high"),
+    ("ratio_mean", "mean importance ratio"),
+    ("frac_pg_tokens", "share of valid tokens that get policy gradient"),
+    ("cov_logp_adv", "Cov(log pi, A) over the step's valid tokens (arXiv 2505.22617)"),
+    ("seq_ratio_mean", "gspo: token-weighted mean sequence ratio"),
+    ("clip_cov/frac_selected", "clip_cov: share of tokens detached"),
+    ("kl_cov/frac_selected", "kl_cov: share of tokens penalised"),
+    ("kl_cov/abs_kl_mean", "kl_cov: mean |logp - old_logp|"),
+    ("optimizer_steps", "optimizer steps taken this step (mu when all finite)"),
+    ("nonfinite_skips", "optimizer steps skipped for a non-finite loss or gradient"),
+    ("skipped_update", "true when this step did not update the policy"),
+    ("rollback", "true when the guard undid the previous update"),
+    ("collapse", "the update -> collapse event seen at this step (object) or null"),
+    ("step_time", "seconds for the whole step"),
+    ("tokens_per_s", "completion tokens generated per second of step time"),
+    ("cache_hit_rate", "execution cache hit rate so far"),
+    ("operators", "share of valid workflows using each operator (object)"),
+    ("structures", "count of valid workflows per structure class (object)"),
+    ("alerts", "health alerts fired at this step (list of objects)"),
+)
+METRICS_KEYS = tuple(key for key, _ in METRICS_SCHEMA)
+
+
+def complete_metrics(metrics: dict) -> dict:
+    """The line with every schema key (None where not computed), schema keys first."""
+    out = {key: metrics.get(key) for key in METRICS_KEYS}
+    out.update((k, v) for k, v in metrics.items() if k not in out)
     return out
 
 

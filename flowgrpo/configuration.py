@@ -1,0 +1,144 @@
+"""The one config-validation style: frozen dataclasses, one ``from_dict``, one error type.
+
+Every config section of flowgrpo (``TrainConfig``'s sections, ``LossConfig``, ``HealthConfig``,
+``RewardSpec``'s options, the simulated executor's parameters) is a frozen dataclass that
+
+* documents every field in its docstring (units, paper link),
+* checks its fields in ``__post_init__`` with :func:`check`, which raises :class:`ConfigError`
+  naming the field and the fix, and
+* is built from YAML data with :func:`from_dict`, which rejects unknown keys with a
+  "did you mean" suggestion and coerces values to the annotated types (YAML reads ``3e-5``
+  as a string and ``off`` as False; both are turned back into what the field expects).
+
+A dataclass with special input syntax may define ``_from_raw(cls, value, path)`` (a
+classmethod) that :func:`from_dict` calls instead of the generic rules.
+
+This module imports nothing from flowgrpo's packages (it sits below ``flowgrpo.dsl``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+__all__ = ["ConfigError", "check", "from_dict", "to_dict"]
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A bad configuration value: the message names the field and the fix."""
+
+
+def check(ok: bool, field: str, fix: str) -> None:
+    """Raise ``ConfigError("field: fix")`` unless ``ok``."""
+    if not ok:
+        raise ConfigError(f"{field}: {fix}")
+
+
+def from_dict(cls: type[T], data: Any, path: str = "") -> T:
+    """Build dataclass ``cls`` from a nested mapping; unknown keys raise with a suggestion.
+
+    Args:
+        cls: a dataclass type.
+        data: a mapping (None means all defaults).
+        path: the dotted prefix of this section in the whole config (``"rollout."``), used in
+            every message.
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for key, value in data.items():
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), list(fields), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"unknown key {path}{key}{hint} (valid: {', '.join(fields)})")
+        kwargs[key] = coerce(value, hints[key], f"{path}{key}")
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{path.rstrip('.') or cls.__name__}: {exc}") from None
+
+
+_YAML_BOOL_WORDS = {True: "on", False: "off"}
+
+
+def coerce(value: Any, hint: Any, name: str) -> Any:
+    """``value`` as the type ``hint`` asks for, or ``ConfigError`` naming ``name``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if dataclasses.is_dataclass(hint):
+        raw = getattr(hint, "_from_raw", None)
+        return raw(value, f"{name}.") if raw else from_dict(hint, value, f"{name}.")
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return coerce(value, inner[0], name) if len(inner) == 1 else value
+    if origin is typing.Literal:
+        return _literal(value, args, name)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name}: expected a list, got {value!r}")
+        return tuple(value)
+    if origin in (dict, Mapping, typing.Mapping) or hint in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{name}: expected a mapping, got {value!r}")
+        return dict(value)
+    return _scalar(value, hint, name)
+
+
+def _literal(value: Any, choices: tuple, name: str) -> Any:
+    # YAML 1.1 reads the words off/on/no/yes as booleans; an enum field wants the word back.
+    if isinstance(value, bool) and _YAML_BOOL_WORDS[value] in choices:
+        value = _YAML_BOOL_WORDS[value]
+    if value not in choices:
+        raise ConfigError(f"{name}: got {value!r}; choose one of {', '.join(map(str, choices))}")
+    return value
+
+
+def _scalar(value: Any, hint: Any, name: str) -> Any:
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name}: expected true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, str):  # YAML 1.1 reads 3e-5 (no dot) as a string
+            try:
+                value = float(value)
+            except ValueError:
+                raise ConfigError(f"{name}: expected a number, got {value!r}") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name}: expected a number, got {value!r}")
+        return float(value)
+    if hint is str and not isinstance(value, str):
+        if isinstance(value, bool):  # `guard: off` -> False; the field wants the word
+            return _YAML_BOOL_WORDS[value]
+        raise ConfigError(f"{name}: expected a string, got {value!r}")
+    return value
+
+
+def to_dict(config: Any) -> Any:
+    """Plain nested dicts/lists of a config (a section's own ``to_dict`` when it has one)."""
+    if dataclasses.is_dataclass(config) and hasattr(config, "to_dict"):
+        return to_dict(config.to_dict())
+    if dataclasses.is_dataclass(config):
+        return {f.name: to_dict(getattr(config, f.name)) for f in dataclasses.fields(config)}
+    if isinstance(config, Mapping):
+        return {k: to_dict(v) for k, v in config.items()}
+    if isinstance(config, (list, tuple)):
+        return [to_dict(v) for v in config]
+    return config
