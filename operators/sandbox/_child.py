@@ -1,0 +1,246 @@
+"""The sandboxed child: set up every layer, then run the program. Run as a script, never imported.
+
+``python -s -B _child.py CODE_PATH WORK SYNTAX_EXIT MEMORY_EXIT SETUP_EXIT UID GID LANDLOCK_ABI``
+
+Order, each step before the program's first line runs:
+
+1. read and compile the program (a syntax error exits with ``SYNTAX_EXIT``);
+2. compute the read allowlist (real paths): the working directory, the program file, the Python
+   installation (``sys.prefix``, ``sys.exec_prefix``, their ``base_`` twins and every
+   ``sys.path`` entry), and what the interpreter and the C library read at run time (shared
+   libraries, ``/etc/ld.so.cache``, time-zone data, ``/dev/null``, ``/dev/urandom``);
+3. open an ``O_PATH`` descriptor for each allowlisted path while still privileged;
+4. when ``UID`` >= 0 (the parent is root): drop supplementary groups, then the gid, then the uid
+   (real, effective and saved), and verify all three are gone;
+5. when the new user cannot reach a ``sys.path`` entry (e.g. Python installed under ``/root``,
+   mode 0700), point that entry, and the ``__path__`` of packages already imported from it, at
+   ``/proc/self/fd/N`` of the descriptor from step 3, so imports keep working without making
+   anything else under that directory reachable;
+6. when ``LANDLOCK_ABI`` >= 1: confine the process with Landlock to the allowlist (read-only)
+   and the working directory (read-write); no execution anywhere;
+7. install the audit hook (``_guard.py``).
+
+If any step from 2 on fails, the child prints ``sandbox setup failed: ...`` and exits with
+``SETUP_EXIT`` without running the program: a layer the parent asked for is never skipped.
+"""
+
+import os
+import stat
+import sys
+
+# Read at run time by the interpreter or the C library rather than by Python code: shared
+# libraries of extension modules, the loader cache, time-zone data, randomness.
+_SYSTEM_READ = (
+    "/usr/lib",
+    "/usr/lib64",
+    "/lib",
+    "/lib64",
+    "/usr/local/lib",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/usr/share/zoneinfo",
+    "/dev/urandom",
+)
+_WRITABLE_FILES = ("/dev/null",)
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _siblings(need_landlock: bool):
+    """Import ``_guard`` (and ``_landlock``) from this file's folder, then forget the folder."""
+    sys.path.insert(0, _HERE)
+    try:
+        import _guard
+
+        _landlock = None
+        if need_landlock:
+            import _landlock
+    finally:
+        sys.path.remove(_HERE)
+    return _guard, _landlock
+
+
+def _real(path: str) -> str | None:
+    """Real path of an existing ``path``; None when it does not exist."""
+    real = os.path.realpath(path)
+    return real if os.path.exists(real) else None
+
+
+def _outermost(paths: list[str]) -> list[str]:
+    """Drop paths beneath another path of the list (a rule on the parent covers them)."""
+    kept: list[str] = []
+    for path in sorted(set(paths)):
+        if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(path)
+    return kept
+
+
+def _allowlist(work: str, code_path: str) -> tuple[list[str], list[str]]:
+    """(read-only roots, writable single files), all real and existing."""
+    candidates = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix]
+    candidates += [p for p in sys.path if p]
+    candidates += [code_path, *_SYSTEM_READ]
+    real = [r for r in map(_real, candidates) if r is not None]
+    writable = [r for r in map(_real, _WRITABLE_FILES) if r is not None]
+    return [r for r in _outermost(real) if r != work], writable
+
+
+def _hold(paths: list[str]) -> dict[str, tuple[int, bool]]:
+    """``O_PATH`` descriptor and is-directory flag for each path, opened while privileged."""
+    held = {}
+    for path in paths:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        held[path] = (fd, stat.S_ISDIR(os.fstat(fd).st_mode))
+    return held
+
+
+def _drop_privileges(uid: int, gid: int) -> None:
+    """Become ``uid``:``gid`` with no supplementary groups, for good (saved ids included)."""
+    for fd in (0, 1, 2):
+        # The run's own pipes were made by root with mode 0600: hand them over so that
+        # ``open('/dev/stdin')`` keeps working. Never a file or a device (/dev/null).
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.fchown(fd, uid, gid)
+        except OSError:
+            pass
+    os.setgroups([])
+    os.setgid(gid)  # as root: real, effective and saved gid
+    os.setuid(uid)  # as root: real, effective and saved uid; all capabilities are cleared
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid) or os.getgroups():
+        raise RuntimeError(f"privileges not fully dropped: {os.getresuid()}, {os.getresgid()}")
+
+
+def _reroute_imports(entries: dict[str, str], held: dict[str, tuple[int, bool]]) -> set[int]:
+    """Point ``sys.path`` entries the new user cannot reach at held descriptors.
+
+    Args:
+        entries: each ``sys.path`` entry and its real path, resolved while still privileged.
+        held: the allowlist roots and their descriptors (every entry lies beneath one).
+
+    Returns the descriptors now in use (to be kept open).
+    """
+    moved: dict[str, str] = {}
+    used: set[int] = set()
+    for i, entry in enumerate(sys.path):
+        try:
+            os.stat(entry)
+            continue
+        except PermissionError:  # the new user cannot traverse a parent directory
+            pass
+        except (OSError, ValueError):
+            continue
+        real = entries.get(entry, "")
+        for root, (fd, is_dir) in held.items():
+            if is_dir and (real == root or real.startswith(root.rstrip("/") + "/")):
+                sys.path[i] = moved[entry] = f"/proc/self/fd/{fd}{real[len(root.rstrip('/')) :]}"
+                used.add(fd)
+                break
+    if moved:
+        sys.path_importer_cache.clear()
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__path__", None)
+            if isinstance(path, list):
+                path[:] = [_moved(p, moved) for p in path]
+    return used
+
+
+def _moved(path: str, moved: dict[str, str]) -> str:
+    for old, new in moved.items():
+        if path == old or path.startswith(old.rstrip("/") + "/"):
+            return new + path[len(old.rstrip("/")) :]
+    return path
+
+
+def _setup(work: str, code_path: str, uid: int, gid: int, abi: int) -> None:
+    """Steps 2-7 of the module docstring."""
+    guard, landlock = _siblings(abi > 0)
+    # Real paths are computed first, while the whole installation is still reachable.
+    work = os.path.realpath(work)
+    readable, writable = _allowlist(work, code_path)
+    entries = {p: os.path.realpath(p) for p in sys.path if p}
+    held = _hold([work, *readable, *writable])
+    used: set[int] = set()
+    try:
+        if uid >= 0:
+            _drop_privileges(uid, gid)
+            used = _reroute_imports(entries, held)
+        if abi > 0:
+            rules = [(held[p][0], landlock.READ, held[p][1]) for p in readable]
+            rules += [(held[p][0], landlock.READ | landlock.WRITE_FILE, False) for p in writable]
+            rules.append((held[work][0], landlock.read_write(abi), True))
+            landlock.restrict(abi, rules)
+    finally:
+        for fd, _ in held.values():
+            if fd not in used:
+                os.close(fd)
+    guard.install(work, readable, writable)
+
+
+def _report(exc: BaseException) -> None:
+    """Print the program's traceback, without the frames of this file and of the audit hook."""
+    try:
+        import traceback
+
+        shown = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+        todo, seen = [shown], set()
+        while todo:  # the exception and every exception chained to it
+            te = todo.pop()
+            if id(te) in seen:
+                continue
+            seen.add(id(te))
+            frames = [f for f in te.stack if os.path.dirname(f.filename) != _HERE]
+            te.stack = traceback.StackSummary.from_list(frames)
+            todo += [t for t in (te.__cause__, te.__context__) if t is not None]
+        sys.stderr.write("".join(shown.format()))
+        sys.stderr.flush()
+    except BaseException:
+        os.write(2, (type(exc).__name__ + "\n").encode())
+
+
+def _compile(code_path: str, syntax_exit: int):
+    with open(code_path, encoding="utf-8", errors="surrogateescape") as f:
+        source = f.read()
+    try:
+        return compile(source, code_path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        if not isinstance(exc, SyntaxError):
+            exc = SyntaxError(str(exc))
+        import traceback  # only now: importing it costs ~3 ms of every run's start-up
+
+        sys.stderr.write("".join(traceback.format_exception_only(type(exc), exc)))
+        sys.stderr.flush()
+        os._exit(syntax_exit)
+
+
+def main() -> None:
+    import builtins
+    import types
+
+    code_path, work = sys.argv[1:3]
+    syntax_exit, memory_exit, setup_exit, uid, gid, abi = map(int, sys.argv[3:9])
+    sys.argv[:] = [code_path]
+    sys.dont_write_bytecode = True
+    code = _compile(code_path, syntax_exit)
+    try:
+        _setup(work, code_path, uid, gid, abi)
+    except BaseException as exc:  # fail closed: never run the program half-confined
+        os.write(2, f"sandbox setup failed: {type(exc).__name__}: {exc}\n".encode())
+        os._exit(setup_exit)
+    main_module = types.ModuleType("__main__")
+    main_module.__file__ = code_path
+    main_module.__builtins__ = builtins
+    sys.modules["__main__"] = main_module
+    try:
+        exec(code, main_module.__dict__)
+    except SystemExit:
+        raise
+    except MemoryError as exc:
+        _report(exc)
+        raise SystemExit(memory_exit) from None
+    except BaseException as exc:
+        _report(exc)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()
