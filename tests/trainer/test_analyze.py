@@ -4,7 +4,12 @@ import json
 
 import pytest
 
-from flowgrpo.trainer.reports.analyze import analyze_samples, format_analyze, plot_analyze, report_to_json
+from flowgrpo.trainer.reports.analyze import (
+    analyze_samples,
+    format_analyze,
+    plot_analyze,
+    report_to_json,
+)
 from flowgrpo.trainer.reports.diagnose import read_jsonl
 
 PNG = b"\x89PNG\r\n\x1a\n"

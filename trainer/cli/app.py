@@ -1,18 +1,21 @@
-"""The ``flowgrpo`` command line. Thin: parses arguments, calls the packages, prints.
+"""The ``flowgrpo`` command line: the click group and every command's options.
+
+Thin: each command only declares its options and calls its body in :mod:`.dsl` (validate,
+run), :mod:`.train`, :mod:`.reports` (diagnose, analyze) or :mod:`.evaluate` (eval).
 
 Exit codes: 0 success; 1 the command ran and found a problem (an invalid workflow); 2 usage
-errors (bad option, missing file).
+errors (bad option, missing file, bad config); 3 ``train`` stopped on an alert.
 """
 
 from __future__ import annotations
 
-import json
-import sys
-
 import click
 
-from flowgrpo.dsl import DOMAINS, extract, validate
-from flowgrpo.dsl.render import format_report, report_to_dict
+from flowgrpo.dsl import DOMAINS
+from flowgrpo.trainer.cli.dsl import run_workflow_command, validate_command
+from flowgrpo.trainer.cli.evaluate import eval_command
+from flowgrpo.trainer.cli.reports import analyze_command, diagnose_command
+from flowgrpo.trainer.cli.train import train_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -59,44 +62,7 @@ def validate_cmd(workflows, files, do_extract, domain, as_json) -> None:
       flowgrpo validate "Custom -> Programmer -> Review ? Revise : done"
       flowgrpo validate --file outputs.txt --extract --json
     """
-    inputs = list(workflows)
-    for handle in files:
-        inputs += [line.rstrip("\n") for line in handle if line.strip()]
-    if not inputs:
-        raise click.UsageError("give at least one workflow, or --file FILE")
-    all_ok = True
-    for text in inputs:
-        result = _validate_one(text, do_extract, domain)
-        all_ok &= result["ok"]
-        human = result.pop("_human")
-        click.echo(json.dumps(result) if as_json else human)
-    sys.exit(0 if all_ok else 1)
-
-
-def _validate_one(text: str, do_extract: bool, domain: str | None) -> dict:
-    """Validate one input; returns the JSON dict with a '_human' rendering added."""
-    if do_extract:
-        found = extract(text)
-        if found.fallback:
-            return {
-                "input": text,
-                "ok": False,
-                "fallback": True,
-                "errors": [],
-                "_human": f"invalid  (fallback: no workflow found) {text[:60]!r}",
-            }
-        report = validate(found.dsl, domain=domain)
-        result = {
-            "input": text,
-            "fallback": False,
-            "source": found.source,
-            **report_to_dict(report),
-        }
-    else:
-        report = validate(text, domain=domain)
-        result = {"input": text, **report_to_dict(report)}
-    result["_human"] = format_report(report)
-    return result
+    validate_command(workflows, files, do_extract, domain, as_json)
 
 
 @main.command("run")
@@ -151,8 +117,6 @@ def run_cmd(workflow, task, n, split, seed, executor, model, base_url, trace, as
     Example:
       flowgrpo run "Programmer -> Review ? Revise : done" --task arithmetic --n 5
     """
-    from flowgrpo.trainer.cli.commands import run_workflow_command
-
     run_workflow_command(workflow, task, n, split, seed, executor, model, base_url, trace, as_json)
 
 
@@ -189,8 +153,6 @@ def train_cmd(config_path, overrides, max_steps, output_dir, resume, dry_run) ->
     \b
     Exit codes: 0 done; 2 bad config or usage; 3 stopped on an alert named in health.stop_on.
     """
-    from flowgrpo.trainer.cli.commands import train_command
-
     train_command(config_path, overrides, max_steps, output_dir, resume, dry_run)
 
 
@@ -205,8 +167,6 @@ def diagnose_cmd(run_dir, as_json, no_plots) -> None:
     advantage signature, fallback rate, update -> collapse) with PASS/ALERT and the steps where
     it fired, the collapse rate (collapses / updates), rollbacks and the first deadlock step.
     """
-    from flowgrpo.trainer.cli.commands import diagnose_command
-
     diagnose_command(run_dir, as_json, not no_plots)
 
 
@@ -243,8 +203,6 @@ def diagnose_cmd(run_dir, as_json, no_plots) -> None:
 def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -> None:
     """DSL diversity report of model outputs: valid vs fallback, distinct workflows, top
     workflows, operator frequencies, structure classes and trends."""
-    from flowgrpo.trainer.cli.commands import analyze_command
-
     analyze_command(run_dir, samples_file, field, top, window, as_json, plots_dir)
 
 
@@ -313,8 +271,6 @@ def eval_cmd(**options) -> None:
       flowgrpo eval --adapter runs/default/checkpoint-30 --n 20 --json trained.json
       flowgrpo eval --compare base.json trained.json
     """
-    from flowgrpo.trainer.cli.commands import eval_command
-
     eval_command(**options)
 
 

@@ -1,13 +1,13 @@
 """In-memory snapshots of the trainable weights and optimizer state, for the collapse rollback.
 
 Before each update the loop takes a :class:`Snapshot`; when the next rollout shows an
-update → collapse (:mod:`trainer.collapse`) and ``health.guard`` is ``rollback``, it restores
+update → collapse (:mod:`.collapse`) and ``health.guard`` is ``rollback``, it restores
 it and lowers the learning rate. Only parameters with ``requires_grad`` are copied (the LoRA
 adapter: a few MB), plus a deep copy of the optimizer state (about twice that for AdamW).
 
 NOT covered: frozen parameters and buffers (they do not change in an update), the random number
 generators, gradient-accumulation buffers (restore between optimizer steps, with zeroed grads),
-and anything on disk. torch is imported inside the functions.
+and anything on disk. Imports torch: only the training loop imports this module.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import copy
 import logging
 from dataclasses import dataclass
 from typing import Any
+
+import torch
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +44,6 @@ class Snapshot:
 
 def take_snapshot(model, optimizer, step: int | None = None) -> Snapshot:
     """Copy the trainable parameters of ``model`` and the state of ``optimizer`` into memory."""
-    import torch
-
     with torch.no_grad():
         params = {
             name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad
@@ -73,8 +73,6 @@ def restore_snapshot(
     Gradients are zeroed (set to None): gradients of the offending update must not leak into
     the next one.
     """
-    import torch
-
     if lr_factor is not None and (isinstance(lr_factor, bool) or not lr_factor > 0):
         raise ValueError(f"lr_factor must be a number > 0 (or None), got {lr_factor!r}")
     current = {name: p for name, p in model.named_parameters() if p.requires_grad}
@@ -103,8 +101,6 @@ def restore_snapshot(
 
 
 def _scale_lr(optimizer, scheduler, factor: float) -> None:
-    import torch
-
     for group in optimizer.param_groups:
         if isinstance(group["lr"], torch.Tensor):
             group["lr"].mul_(factor)

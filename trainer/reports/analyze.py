@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from flowgrpo.dsl import OPERATORS, STRUCTURES, extract, validate
+from flowgrpo.trainer.reports import plots
 
 OCCURRENCE_KINDS = ("chain", "conditional", "loop", "parallel", "instruction")
 AUTO_WINDOWS = 10  # rows without steps and no window given: this many windows
@@ -342,8 +343,6 @@ def _format_trends(report: AnalyzeReport, max_rows: int) -> list[str]:
 def plot_analyze(report: AnalyzeReport, out_dir: str | Path) -> list[Path]:
     """Write bar charts (top_workflows.png, operators.png, structures.png) and trends.png into
     ``out_dir``; charts with nothing to show are skipped. Returns the files written."""
-    from flowgrpo.trainer.reports import plots
-
     out_dir = Path(out_dir)
     charts = [
         ("top_workflows.png", report.top, "most frequent valid workflows", "count"),
@@ -367,11 +366,11 @@ def plot_analyze(report: AnalyzeReport, out_dir: str | Path) -> list[Path]:
         if path:
             written.append(path)
     if len(report.trends) > 1:
-        written.append(_plot_trends(plots, report, out_dir / "trends.png"))
+        written.append(_plot_trends(report, out_dir / "trends.png"))
     return written
 
 
-def _plot_trends(plots, report: AnalyzeReport, path: Path) -> Path:
+def _plot_trends(report: AnalyzeReport, path: Path) -> Path:
     figure, axes = plots.new_figure()
     xs = list(range(len(report.trends)))
     axes.plot(xs, [p.valid_share for p in report.trends], label="valid share")

@@ -5,7 +5,7 @@ checks of :mod:`trainer.health` are re-run over the history with the run's own t
 (the ``health`` section of ``RUN_DIR/config.yaml`` when present, else the defaults), and the
 update → collapse rate is recomputed from the fallback/validity series, so the report does not
 depend on what the run itself logged. Library code: no printing; the CLI prints
-:func:`format_diagnose`.
+:func:`format_diagnose`. The plots are drawn by :func:`.plots.plot_run` (re-exported here).
 """
 
 from __future__ import annotations
@@ -16,15 +16,39 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from flowgrpo.trainer.monitoring.collapse import CollapseEvent, replay
-from flowgrpo.trainer.monitoring.health import Alert, HealthConfig, check_info, check_names, get_check
+from flowgrpo.trainer.monitoring.health import (
+    Alert,
+    HealthConfig,
+    check_info,
+    check_names,
+    get_check,
+)
+from flowgrpo.trainer.reports.plots import PLOTS_DIR, plot_run
+
+__all__ = [
+    "CONFIG_FILE",
+    "METRICS_FILE",
+    "PLOTS_DIR",
+    "SAMPLES_FILE",
+    "CheckResult",
+    "DiagnoseReport",
+    "diagnose",
+    "diagnose_to_json",
+    "format_diagnose",
+    "format_steps",
+    "load_health_config",
+    "plot_run",
+    "read_jsonl",
+]
 
 logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
 CONFIG_FILE = "config.yaml"
-PLOTS_DIR = "plots"
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
@@ -141,8 +165,6 @@ def load_health_config(run_dir: str | Path) -> tuple[HealthConfig, str]:
     path = Path(run_dir) / CONFIG_FILE
     if not path.is_file():
         return HealthConfig(), "defaults (no config.yaml)"
-    import yaml
-
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
@@ -329,107 +351,3 @@ def diagnose_to_json(report: DiagnoseReport) -> dict:
         "first_deadlock_step": report.first_deadlock_step,
         "samples": report.samples,
     }
-
-
-# --------------------------------------------------------------------------- plots
-
-
-def plot_run(
-    run_dir: str | Path,
-    history: Sequence[Mapping],
-    *,
-    entropy_min: float = 0.1,
-    collapse_steps: Sequence[int] | None = None,
-) -> list[Path]:
-    """Write PNG plots of ``history`` into RUN_DIR/plots/; return the files written.
-
-    Plots: reward.png (reward and each rewards/<component>/mean), entropy.png (with the
-    ``entropy_min`` line), frac_reward_zero_std.png, fallback_validity.png (collapse events
-    as red lines: ``collapse_steps``, or recomputed with the default thresholds when None;
-    rollbacks as green lines), grad_norm.png, completion_length.png (mean, min-max band),
-    cov_logp_adv.png. A plot whose keys were never logged is skipped, not an error.
-    """
-    from flowgrpo.trainer.reports import plots
-
-    out_dir = Path(run_dir) / PLOTS_DIR
-    if collapse_steps is None:
-        collapse_steps = [e.step for e in replay(history).events]
-    rollback_steps = _steps_of(history, lambda line: bool(line.get("rollback")))
-    components = sorted(
-        {k for line in history for k in line if k.startswith("rewards/") and k.endswith("/mean")}
-    )
-    simple = [
-        ("reward.png", "reward", ["reward", *components], None),
-        ("entropy.png", "entropy (nats)", ["entropy"], entropy_min),
-        (
-            "frac_reward_zero_std.png",
-            "share of groups with reward std 0",
-            ["frac_reward_zero_std"],
-            None,
-        ),
-        ("grad_norm.png", "grad norm", ["grad_norm"], None),
-        ("cov_logp_adv.png", "Cov(log pi, A)", ["cov_logp_adv"], 0.0),
-    ]
-    written = []
-    for name, title, keys, hline in simple:
-        path = _line_plot(plots, history, keys, title, out_dir / name, hline=hline)
-        if path:
-            written.append(path)
-    path = _line_plot(
-        plots,
-        history,
-        ["fallback_rate", "validity_rate"],
-        "fallback and validity rates (red: update -> collapse, green: rollback)",
-        out_dir / "fallback_validity.png",
-        vlines=[(rollback_steps, "tab:green", 3.0), (collapse_steps, "tab:red", 1.0)],
-    )
-    if path:
-        written.append(path)
-    path = _length_plot(plots, history, out_dir / "completion_length.png")
-    if path:
-        written.append(path)
-    return written
-
-
-def _line_plot(plots, history, keys, title, path, *, hline=None, vlines=()):
-    drawn = [(key, *plots.series(history, key)) for key in keys]
-    drawn = [(key, xs, ys) for key, xs, ys in drawn if xs]
-    if not drawn:
-        return None
-    figure, axes = plots.new_figure()
-    for key, xs, ys in drawn:
-        axes.plot(xs, ys, label=key, marker="." if len(xs) < 50 else None)
-    if hline is not None:
-        axes.axhline(hline, color="gray", linestyle="--", linewidth=1)
-    for steps, color, width in vlines:
-        if steps:  # one collection per kind: thousands of axvline calls are slow
-            axes.vlines(
-                list(steps),
-                0,
-                1,
-                transform=axes.get_xaxis_transform(),
-                colors=color,
-                linestyles=":",
-                linewidths=width,
-            )
-    axes.set_xlabel("step")
-    axes.set_title(title)
-    if len(drawn) > 1:
-        axes.legend(fontsize=8)
-    return plots.save(figure, path)
-
-
-def _length_plot(plots, history, path):
-    xs, mean = plots.series(history, "completions/mean_length")
-    if not xs:
-        return None
-    figure, axes = plots.new_figure()
-    axes.plot(xs, mean, label="mean")
-    lo_x, lo = plots.series(history, "completions/min_length")
-    hi_x, hi = plots.series(history, "completions/max_length")
-    if lo_x and lo_x == hi_x:
-        axes.fill_between(lo_x, lo, hi, alpha=0.25, label="min-max")
-        axes.legend(fontsize=8)
-    axes.set_xlabel("step")
-    axes.set_title("completion length (tokens)")
-    return plots.save(figure, path)

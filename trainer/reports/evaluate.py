@@ -15,6 +15,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from flowgrpo.configuration import check
+from flowgrpo.operators.backends.hf import load_hf_model
+from flowgrpo.operators.tasks import load_task
+from flowgrpo.rewards import prepare_samples
+
 logger = logging.getLogger(__name__)
 
 
@@ -38,8 +43,8 @@ class EvalSettings:
     execute: bool = True
 
     def __post_init__(self):
-        if self.n < 1 or self.k < 1:
-            raise ValueError("eval: --n and --k must be >= 1")
+        check(self.n >= 1, "eval.n", f"must be >= 1 (--n), got {self.n!r}")
+        check(self.k >= 1, "eval.k", f"must be >= 1 (--k), got {self.k!r}")
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -51,14 +56,12 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 def load_for_eval(adapter: str | None, model_name: str):
     """(model, tokenizer, description): the base model, with the adapter of a checkpoint."""
-    from flowgrpo.operators.backends.hf import load_hf_model
-
     model, tokenizer = load_hf_model(model_name)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     if adapter is None:
         return model, tokenizer, f"{model_name} (base)"
-    from peft import PeftModel
+    from peft import PeftModel  # heavy: peft (imports torch); `flowgrpo eval --compare` skips it
 
     path = Path(adapter)
     path = path / "adapter" if (path / "adapter").is_dir() else path
@@ -74,8 +77,7 @@ def evaluate(
     model, tokenizer, settings: EvalSettings, executor, limits=None, progress=None
 ) -> dict:
     """Generate, validate, execute and summarise; returns a JSON-ready dict."""
-    from flowgrpo.operators.tasks import load_task
-    from flowgrpo.rewards import prepare_samples
+    # heavy: torch (the rollout generates with the policy); `flowgrpo validate` starts without it
     from flowgrpo.trainer.loop.rollout import generate_rollout
 
     problems = load_task(settings.task, n=settings.n, seed=settings.seed, split="test")
@@ -100,6 +102,7 @@ def evaluate(
 
 
 def summarise(samples, problems, settings: EvalSettings, seconds: float) -> dict:
+    """The JSON-ready result of scored ``samples`` (k per problem, in problem order)."""
     k, n = settings.k, len(problems)
     valid = [s for s in samples if s.valid]
     correct = [bool(s.execution and s.execution.correct) for s in samples]
@@ -154,6 +157,7 @@ def compare(a: dict, b: dict) -> str:
 
 
 def format_eval(result: dict) -> str:
+    """An evaluation result (from :func:`evaluate`) as console text."""
     lines = [
         f"evaluation of {result.get('model', '?')} on {result['task']}: "
         f"{result['problems']} problems x {result['k']} workflows ({result['seconds']:.0f} s)"

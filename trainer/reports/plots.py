@@ -1,4 +1,4 @@
-"""Small matplotlib helpers shared by ``flowgrpo diagnose`` and ``flowgrpo analyze``.
+"""The plots of ``flowgrpo diagnose`` (:func:`plot_run`) and the helpers ``analyze`` shares.
 
 Figures are drawn on the Agg canvas directly (``matplotlib.figure.Figure``), so the global
 pyplot backend and state are never touched and no display is needed. matplotlib is imported
@@ -11,10 +11,15 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from flowgrpo.trainer.monitoring.collapse import replay
+
+PLOTS_DIR = "plots"
+
 
 def new_figure(width: float = 7.0, height: float = 3.6):
     """A (figure, axes) pair on an Agg canvas."""
     try:
+        # optional: matplotlib (only plots need it; reports work without)
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:  # pragma: no cover - matplotlib is installed in tests
@@ -62,4 +67,102 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], title: str, xlabel
     axes.invert_yaxis()
     axes.set_xlabel(xlabel)
     axes.set_title(title)
+    return save(figure, path)
+
+
+def plot_run(
+    run_dir: str | Path,
+    history: Sequence[Mapping],
+    *,
+    entropy_min: float = 0.1,
+    collapse_steps: Sequence[int] | None = None,
+) -> list[Path]:
+    """Write PNG plots of ``history`` into RUN_DIR/plots/; return the files written.
+
+    Plots: reward.png (reward and each rewards/<component>/mean), entropy.png (with the
+    ``entropy_min`` line), frac_reward_zero_std.png, fallback_validity.png (collapse events
+    as red lines: ``collapse_steps``, or recomputed with the default thresholds when None;
+    rollbacks as green lines), grad_norm.png, completion_length.png (mean, min-max band),
+    cov_logp_adv.png. A plot whose keys were never logged is skipped, not an error.
+    """
+    out_dir = Path(run_dir) / PLOTS_DIR
+    if collapse_steps is None:
+        collapse_steps = [e.step for e in replay(history).events]
+    rollback_steps = [line.get("step", i) for i, line in enumerate(history) if line.get("rollback")]
+    components = sorted(
+        {k for line in history for k in line if k.startswith("rewards/") and k.endswith("/mean")}
+    )
+    simple = [
+        ("reward.png", "reward", ["reward", *components], None),
+        ("entropy.png", "entropy (nats)", ["entropy"], entropy_min),
+        (
+            "frac_reward_zero_std.png",
+            "share of groups with reward std 0",
+            ["frac_reward_zero_std"],
+            None,
+        ),
+        ("grad_norm.png", "grad norm", ["grad_norm"], None),
+        ("cov_logp_adv.png", "Cov(log pi, A)", ["cov_logp_adv"], 0.0),
+    ]
+    written = []
+    for name, title, keys, hline in simple:
+        path = _line_plot(history, keys, title, out_dir / name, hline=hline)
+        if path:
+            written.append(path)
+    path = _line_plot(
+        history,
+        ["fallback_rate", "validity_rate"],
+        "fallback and validity rates (red: update -> collapse, green: rollback)",
+        out_dir / "fallback_validity.png",
+        vlines=[(rollback_steps, "tab:green", 3.0), (collapse_steps, "tab:red", 1.0)],
+    )
+    if path:
+        written.append(path)
+    path = _length_plot(history, out_dir / "completion_length.png")
+    if path:
+        written.append(path)
+    return written
+
+
+def _line_plot(history, keys, title, path, *, hline=None, vlines=()):
+    drawn = [(key, *series(history, key)) for key in keys]
+    drawn = [(key, xs, ys) for key, xs, ys in drawn if xs]
+    if not drawn:
+        return None
+    figure, axes = new_figure()
+    for key, xs, ys in drawn:
+        axes.plot(xs, ys, label=key, marker="." if len(xs) < 50 else None)
+    if hline is not None:
+        axes.axhline(hline, color="gray", linestyle="--", linewidth=1)
+    for steps, color, width in vlines:
+        if steps:  # one collection per kind: thousands of axvline calls are slow
+            axes.vlines(
+                list(steps),
+                0,
+                1,
+                transform=axes.get_xaxis_transform(),
+                colors=color,
+                linestyles=":",
+                linewidths=width,
+            )
+    axes.set_xlabel("step")
+    axes.set_title(title)
+    if len(drawn) > 1:
+        axes.legend(fontsize=8)
+    return save(figure, path)
+
+
+def _length_plot(history, path):
+    xs, mean = series(history, "completions/mean_length")
+    if not xs:
+        return None
+    figure, axes = new_figure()
+    axes.plot(xs, mean, label="mean")
+    lo_x, lo = series(history, "completions/min_length")
+    hi_x, hi = series(history, "completions/max_length")
+    if lo_x and lo_x == hi_x:
+        axes.fill_between(lo_x, lo, hi, alpha=0.25, label="min-max")
+        axes.legend(fontsize=8)
+    axes.set_xlabel("step")
+    axes.set_title("completion length (tokens)")
     return save(figure, path)
