@@ -10,9 +10,13 @@ sample, NaN where the sample cannot be scored (the executor failed: *unscorable*
     table.names, table.scores        # ('validity', 'accuracy', 'diversity', 'cost'), [N, 4]
     rewards = weighted_sum(table.scores, table.weights)   # or GDPO on table.scores
 
+:func:`weighted_sum` (NaN-aware, numpy arrays or torch tensors) and :func:`check_group_size`
+live in :mod:`rewards.combine`; the trainer's advantage estimators use the same two.
+
 Depends on ``dsl`` and ``operators``; never imports the trainer.
 """
 
+from flowgrpo.rewards.combine import check_group_size, fill_group_mean, weighted_sum
 from flowgrpo.rewards.components import (
     REWARD_COMPONENTS,
     ComponentFn,
@@ -23,14 +27,7 @@ from flowgrpo.rewards.components import (
 from flowgrpo.rewards.history import RecentWorkflows
 from flowgrpo.rewards.options import DIVERSITY_METRICS, RewardOptions
 from flowgrpo.rewards.sample import Sample, make_sample
-from flowgrpo.rewards.score import (
-    RewardTable,
-    fill_group_mean,
-    prepare_samples,
-    score_batch,
-    score_samples,
-    weighted_sum,
-)
+from flowgrpo.rewards.score import RewardTable, prepare_samples, score_batch, score_samples
 from flowgrpo.rewards.spec import DEFAULT_WEIGHTS, RewardSpec
 
 __all__ = [
@@ -44,6 +41,7 @@ __all__ = [
     "RewardTable",
     "Sample",
     "available_components",
+    "check_group_size",
     "fill_group_mean",
     "get_component",
     "make_sample",

@@ -3,9 +3,9 @@
 A batch holds groups of ``group_size`` consecutive completions, one group per problem. The
 trainer calls :func:`score_batch` (or :func:`prepare_samples` then :func:`score_samples`) and gets
 a :class:`RewardTable`: one row per sample, one column per active component, NaN where a sample
-cannot be scored, plus per-sample details for logging. :func:`weighted_sum` turns the table into
-one reward per sample; GDPO (per-component group normalisation) lives with the trainer's
-advantage estimators and reads ``table.scores`` directly.
+cannot be scored, plus per-sample details for logging. :func:`rewards.combine.weighted_sum` turns
+the table into one reward per sample; GDPO (per-component group normalisation) lives with the
+trainer's advantage estimators and reads ``table.scores`` directly.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import numpy as np
 
 from flowgrpo.operators.interpreter import run_workflows
 from flowgrpo.operators.tasks.base import Problem
+from flowgrpo.rewards.combine import check_group_size, weighted_sum
 from flowgrpo.rewards.components import get_component
 from flowgrpo.rewards.history import RecentWorkflows
 from flowgrpo.rewards.sample import Sample, make_sample
@@ -87,9 +88,9 @@ def prepare_samples(
 
 
 def _check_batch(problems, completions, group_size) -> None:
-    _check_group_size(group_size)
     if isinstance(completions, str) or isinstance(problems, Problem):
         raise ValueError("problems and completions must be sequences (one entry per item)")
+    check_group_size(0, group_size)  # K alone: the count is checked against the problems next
     if len(completions) != len(problems) * group_size:
         raise ValueError(
             f"got {len(completions)} completions for {len(problems)} problems with group_size "
@@ -99,11 +100,6 @@ def _check_batch(problems, completions, group_size) -> None:
     for i, text in enumerate(completions):
         if not isinstance(text, str):
             raise ValueError(f"completion {i} must be a string, got {type(text).__name__}")
-
-
-def _check_group_size(group_size) -> None:
-    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
-        raise ValueError(f"group_size must be a positive int, got {group_size!r}")
 
 
 # --------------------------------------------------------------------------- the table
@@ -131,7 +127,6 @@ class RewardTable:
     details: tuple[dict[str, Any], ...]
 
     def __post_init__(self):
-        _check_group_size(self.group_size)
         scores = np.array(self.scores, dtype=np.float64)
         weights = np.array(self.weights, dtype=np.float64)
         n = len(self.details)
@@ -140,8 +135,7 @@ class RewardTable:
                 f"RewardTable shapes disagree: scores {scores.shape}, weights {weights.shape}, "
                 f"{len(self.names)} names, {n} details"
             )
-        if n % self.group_size:
-            raise ValueError(f"{n} rows do not split into groups of {self.group_size}")
+        check_group_size(n, self.group_size)
         scores.setflags(write=False)
         weights.setflags(write=False)
         object.__setattr__(self, "scores", scores)
@@ -277,9 +271,7 @@ def _history_eligible(sample: Sample, spec: RewardSpec) -> bool:
 
 
 def _check_groups(samples: list[Sample], group_size: int) -> None:
-    _check_group_size(group_size)
-    if len(samples) % group_size:
-        raise ValueError(f"{len(samples)} samples do not split into groups of {group_size}")
+    check_group_size(len(samples), group_size)
     for start in range(0, len(samples), group_size):
         ids = {s.problem.id for s in samples[start : start + group_size]}
         if len(ids) > 1:
@@ -314,59 +306,3 @@ def score_batch(
         problems, completions, group_size, llm, limits, cache, check, sandbox, execute
     )
     return score_samples(samples, group_size, spec, history)
-
-
-# --------------------------------------------------------------------------- combination
-
-
-def weighted_sum(scores: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """One reward per sample: ``sum_c weights[c] * scores[:, c]`` over the non-NaN components.
-
-    NaN handling: a NaN component is left out of that sample's sum; a sample whose every
-    component is NaN gets NaN (unscorable: the trainer gives it advantage 0). The remaining
-    weights are NOT renormalised. Renormalising (dividing by the weights present) would let the
-    components that remain stand in for the missing one: with the default weights, a valid
-    workflow whose executor failed (accuracy and cost NaN, validity 1, diversity d) would get
-    ``(0.3 + 0.1 d) / 0.4``, i.e. 75-100% of the scale, as much as a correct answer. Within one
-    row, leaving a term out adds the same as adding 0, so an unscorable sample ranks with the
-    wrong ones; to make a missing component *neutral* relative to its group instead, fill it
-    with the group mean first (:func:`fill_group_mean`), or mask the sample.
-
-    >>> weighted_sum(np.array([[1.0, 0.5], [1.0, np.nan], [np.nan, np.nan]]), np.array([0.3, 1.0]))
-    array([0.8, 0.3, nan])
-    """
-    scores = np.asarray(scores, dtype=np.float64)
-    weights = np.asarray(weights, dtype=np.float64)
-    if scores.ndim != 2 or weights.shape != (scores.shape[1],):
-        raise ValueError(
-            f"weighted_sum needs scores [N, C] and weights [C], got {scores.shape} and "
-            f"{weights.shape}"
-        )
-    present = ~np.isnan(scores)
-    total = np.where(present, scores, 0.0) @ weights
-    total[~present.any(axis=1)] = np.nan
-    return total
-
-
-def fill_group_mean(scores: np.ndarray, group_size: int) -> np.ndarray:
-    """A copy of ``scores`` with each NaN replaced by its group's mean of that component.
-
-    The mean is over the group's non-NaN entries of the column; a column that is NaN for the
-    whole group stays NaN. A filled entry is then neutral within its group (zero contribution
-    to a group-centred advantage), unlike leaving it out of a sum.
-
-    >>> fill_group_mean(np.array([[1.0], [np.nan], [np.nan], [np.nan]]), 2).ravel()
-    array([ 1.,  1., nan, nan])
-    """
-    _check_group_size(group_size)
-    scores = np.array(scores, dtype=np.float64)
-    if scores.ndim != 2 or scores.shape[0] % group_size:
-        raise ValueError(f"scores {scores.shape} do not split into groups of {group_size}")
-    grouped = scores.reshape(-1, group_size, scores.shape[1])
-    present = ~np.isnan(grouped)
-    counts = present.sum(axis=1, keepdims=True)
-    sums = np.where(present, grouped, 0.0).sum(axis=1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
-    filled = np.where(present, grouped, np.broadcast_to(means, grouped.shape))
-    return filled.reshape(scores.shape)

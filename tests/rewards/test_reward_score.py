@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,7 @@ from flowgrpo.rewards import (
     RewardOptions,
     RewardSpec,
     RewardTable,
+    check_group_size,
     fill_group_mean,
     make_sample,
     prepare_samples,
@@ -211,7 +213,9 @@ def test_score_samples_pushes_eligible_workflows_into_the_history():
 def test_groups_must_hold_one_problem_and_split_evenly():
     with pytest.raises(ValueError, match="group 0 mixes problems"):
         score_samples(mixed_group()[:4] + mixed_group(Q)[:4], 8)
-    with pytest.raises(ValueError, match="do not split into groups of 3"):
+    with pytest.raises(
+        ValueError, match=r"8 samples do not split into groups of group_size=3 \(8 % 3 = 2\)"
+    ):
         score_samples(mixed_group(), 3)
     with pytest.raises(ValueError, match="group_size must be a positive int"):
         score_samples(mixed_group(), 0)
@@ -244,11 +248,77 @@ def test_weighted_sum_leaves_nan_components_out():
     same(weighted_sum(scores, weights), [1.395, 0.35, NAN, 0.0, 1.0])
 
 
-def test_weighted_sum_checks_shapes():
-    with pytest.raises(ValueError, match=r"scores \[N, C\] and weights \[C\]"):
+def test_weighted_sum_does_not_renormalise():
+    # a missing component adds nothing: the row is not rescaled to the weights present
+    same(weighted_sum(np.array([[1.0, NAN], [1.0, 0.0]]), [1.0, 1.0]), [1.0, 1.0])
+
+
+def test_weighted_sum_checks_shapes_and_weights():
+    with pytest.raises(ValueError, match="weights has 3 entries but scores has 2 components"):
         weighted_sum(np.zeros((3, 2)), np.ones(3))
-    with pytest.raises(ValueError, match=r"scores \[N, C\]"):
-        weighted_sum(np.zeros(3), np.ones(3))
+    with pytest.raises(ValueError, match=r"scores \[N, C\] \(samples x components\) or \[N\]"):
+        weighted_sum(np.zeros((3, 2, 1)), np.ones(2))
+    with pytest.raises(ValueError, match="weights must be finite"):
+        weighted_sum(np.zeros((3, 2)), [1.0, NAN])
+
+
+def test_weighted_sum_defaults_and_dtypes():
+    same(weighted_sum(np.array([1.0, NAN, 0.5])), [1.0, NAN, 0.5])  # [N] is one component
+    same(weighted_sum(np.array([[1, 2], [3, 4]])), [3.0, 7.0])  # weights default to 1
+    assert weighted_sum(np.array([[1, 2]])).dtype == np.float64
+    assert weighted_sum(np.ones((2, 2), dtype=np.float32), [0.5, 0.5]).dtype == np.float32
+
+
+ROWS = st.lists(
+    st.lists(st.one_of(st.just(NAN), st.floats(0, 1)), min_size=3, max_size=3),
+    min_size=1,
+    max_size=6,
+)
+
+
+@given(rows=ROWS, weights=st.lists(st.floats(0, 2), min_size=3, max_size=3))
+@settings(max_examples=50, deadline=None)
+def test_weighted_sum_gives_numpy_and_torch_the_same_answer(rows, weights):
+    scores = np.array(rows, dtype=np.float64)
+    expected = np.array(
+        [
+            NAN if np.isnan(row).all() else sum(w * x for w, x in zip(weights, row) if x == x)
+            for row in scores
+        ]
+    )
+    from_numpy = weighted_sum(scores, np.array(weights))
+    from_torch = weighted_sum(torch.tensor(scores), torch.tensor(weights, dtype=torch.float64))
+    assert isinstance(from_numpy, np.ndarray) and isinstance(from_torch, torch.Tensor)
+    np.testing.assert_allclose(from_numpy, expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(from_torch.numpy(), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_weighted_sum_on_tensors_keeps_dtype_and_device_and_checks_weights():
+    scores = torch.tensor([[1.0, NAN], [NAN, NAN]], dtype=torch.float32)
+    out = weighted_sum(scores, [2.0, 3.0])
+    assert out.dtype == torch.float32 and out.device == scores.device
+    assert out[0].item() == 2.0 and math.isnan(out[1].item())
+    assert weighted_sum(torch.tensor([[1, 2]])).dtype == torch.float64
+    with pytest.raises(ValueError, match="weights has 1 entries but scores has 2 components"):
+        weighted_sum(scores, torch.ones(1))
+
+
+@pytest.mark.parametrize(
+    ("n", "k", "message"),
+    [
+        (5, 2, r"5 samples do not split into groups of group_size=2 \(5 % 2 = 1\)"),
+        (4, 0, "group_size must be a positive int, got 0"),
+        (4, 2.0, "group_size must be a positive int, got 2.0"),
+        (4, True, "group_size must be a positive int, got True"),
+    ],
+)
+def test_check_group_size_rejects(n, k, message):
+    with pytest.raises(ValueError, match=message):
+        check_group_size(n, k)
+
+
+def test_check_group_size_returns_the_number_of_groups():
+    assert check_group_size(12, 4) == 3 and check_group_size(0, 7) == 0
 
 
 def test_fill_group_mean_makes_a_missing_component_neutral_within_its_group():
