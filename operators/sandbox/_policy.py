@@ -166,10 +166,42 @@ def log_once(policy: Policy) -> None:
 
 def prepare_dirs(root: str, work: str, code_path: str, policy: Policy) -> None:
     """Let the unprivileged user use ``work`` and read the program, and nothing else of
-    ``root`` (no-op when the program keeps the parent's ids)."""
+    ``root`` (no-op when the program keeps the parent's ids).
+
+    Raises:
+        PermissionError: a directory above ``root`` does not let that user through (a private
+            ``TMPDIR``); the run then fails instead of running with an unusable directory.
+    """
     if policy.uid is None:
         return
+    _check_reachable(os.path.dirname(root), policy.uid, policy.gid)
     os.chmod(root, 0o711)  # traverse only: the user reaches work/ and main.py by name
     os.chown(work, policy.uid, policy.gid)
     os.chmod(work, 0o700)
     os.chmod(code_path, 0o644)  # tracebacks re-read it for source lines
+
+
+@functools.lru_cache(maxsize=8)
+def _check_reachable(folder: str, uid: int, gid: int) -> None:
+    """Raise unless ``uid``/``gid`` may search every directory from ``/`` down to ``folder``.
+
+    Mode bits only: an ACL that would let the user through is not seen (the check then fails
+    safe, with a message saying what to change).
+    """
+    path = "/"
+    for part in [p for p in os.path.realpath(folder).split("/") if p] + [None]:
+        st = os.stat(path)
+        if st.st_uid == uid:
+            allowed = st.st_mode & 0o100
+        elif st.st_gid == gid:
+            allowed = st.st_mode & 0o010
+        else:
+            allowed = st.st_mode & 0o001
+        if not allowed:
+            raise PermissionError(
+                f"sandbox: uid {uid} cannot reach {folder} ({path} is mode "
+                f"{st.st_mode & 0o777:o}); point TMPDIR at a directory every user can "
+                "traverse, such as /tmp"
+            )
+        if part is not None:
+            path = os.path.join(path, part)

@@ -162,6 +162,48 @@ def test_landlock_stops_tcp_connect_via_ctypes():
     assert r.ok and r.stdout == "-1 13\n", r  # EACCES from Landlock, not ECONNREFUSED (111)
 
 
+@needs_landlock
+@pytest.mark.skipif(ABI < 6, reason="signal scoping needs Landlock ABI >= 6 (kernel 6.12)")
+def test_landlock_stops_signalling_the_parent_via_ctypes(monkeypatch):
+    # The child keeps the parent's ids here, so only Landlock's scoping can refuse the signal
+    # (signal 0 only asks whether the signal would be allowed).
+    monkeypatch.setattr(_policy, "running_as_root", lambda: False)
+    code = (
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(libc.kill(os.getppid(), 0), ctypes.get_errno())\n"
+    )
+    r = run_python(code)
+    assert r.ok and r.stdout == "-1 1\n", r  # EPERM
+
+
+@needs_landlock
+def test_landlock_stops_ctypes_writing_into_a_world_writable_folder():
+    folder = tempfile.mkdtemp(prefix="flowgrpo-open-", dir="/tmp")
+    try:
+        os.chmod(folder, 0o777)  # anyone may create files here: only Landlock can refuse
+        target = os.path.join(folder, "dropped")
+        code = (
+            "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            f"print(libc.open({target!r}.encode(), os.O_WRONLY | os.O_CREAT, 0o644),"
+            " ctypes.get_errno())\n"
+        )
+        r = run_python(code)
+        assert r.ok and r.stdout == "-1 13\n", r
+        assert not os.path.lexists(target)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@needs_root
+def test_private_tmpdir_fails_the_run_with_a_clear_reason(monkeypatch, tmp_path):
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    r = run_python("print('ran')")
+    assert not r.ok and r.stdout == "" and r.returncode is None
+    assert "cannot reach" in r.reason and "TMPDIR" in r.reason
+
+
 def test_non_root_parent_keeps_its_ids_and_still_refuses_reads(monkeypatch, planted):
     # Simulates a non-root parent: no uid change is requested. (A real non-root parent cannot
     # run here: the interpreter lives under /root, mode 0700.)
