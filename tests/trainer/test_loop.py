@@ -230,3 +230,19 @@ def test_tensorboard_event_files_hold_the_same_scalars(tmp_path, monkeypatch):
     line = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[1])
     logged = events.Scalars("validity_rate")[-1]
     assert logged.step == 2 and logged.value == pytest.approx(line["validity_rate"])
+
+
+def test_every_metrics_line_has_the_same_keys_whether_it_updates_or_skips(tmp_path, monkeypatch):
+    from flowgrpo.trainer.monitoring.metrics import METRICS_KEYS
+
+    script = {0: mixed()(0), 1: mixed()(0), 2: [PROSE] * 8, 3: [PROSE] * 8}
+    monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(lambda g: script[g % 4]))
+    cfg = tiny_config(
+        tmp_path, "optim.max_steps=2", "health.guard=off", "rollout.max_resample_rounds=0"
+    )
+    Trainer(cfg, executor=executor()).train()
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [m["skipped_update"] for m in lines] == [False, True]
+    assert list(lines[0]) == list(lines[1])
+    assert set(METRICS_KEYS) <= set(lines[0])
+    assert lines[1]["clip_ratio/low"] is None and lines[0]["clip_ratio/low"] is not None
