@@ -34,6 +34,7 @@ def metrics_line(step: int) -> dict:
         "completions/max_length": 40,
         "fallback_rate": 0.6 if step == 3 else 0.1,
         "validity_rate": 0.3 if step == 3 else 0.9,
+        "num_completions": 16,
         "alerts": [{"name": "deadlock", "step": step}] if step >= 8 else [],
         "collapse": {"step": 3} if step == 3 else None,
         "rollback": step == 3,
@@ -67,8 +68,10 @@ def test_diagnose_reports_each_check_with_the_steps_it_fired(run_dir):
     assert report.first_deadlock_step == 6
     # 12 rollouts, 10 updates: step 3 was rolled back and trained on nothing, so step 4 ran
     # with the weights of step 2 (no update to judge)
-    assert (report.updates, report.collapses) == (10, 1)
+    assert (report.updates, report.decided, report.collapses) == (10, 10, 1)
     assert report.collapse_events[0].step == 3 and report.logged_collapses == 1
+    assert [d.step for d in report.collapse_decisions] == [2, 3, 5, 6, 7, 8, 9, 10, 11, 12]
+    assert report.collapse_events[0].fallback_p < 0.01  # 0.1 -> 0.6 over 16: z ~ 3.0
     assert report.rollbacks == 1 and report.rollback_steps == (3,)
     assert report.samples == 3
 
@@ -78,7 +81,8 @@ def test_the_formatted_report_is_a_checklist(run_dir):
     assert "ALERT  deadlock" in text and "PASS   frozen_length" in text
     assert "N/A    step_time_collapse" in text and "not logged: step_time" in text
     assert "fired at 6 step(s): 7-12" in text
-    assert "1 of 10 updates (10.0%)" in text
+    assert "1 of 10 decided updates (10.0%)" in text and "p <= 0.01" in text
+    assert "not decided" not in text
     assert "Rollbacks: 1 at steps 3" in text and "First deadlock: step 6" in text
     assert "Verdict: deadlock, entropy_low, update_collapse, zero_grad" in text
 
@@ -88,6 +92,8 @@ def test_the_json_report_is_serialisable(run_dir):
     deadlock = next(c for c in data["checks"] if c["name"] == "deadlock")
     assert deadlock["status"] == "ALERT" and deadlock["first"]["step"] == 7
     assert data["collapse_rate"] == pytest.approx(0.1) and data["config"]["deadlock_steps"] == 2
+    assert len(data["collapse_decisions"]) == 10 and data["collapse_decisions"][1]["collapse"]
+    assert data["config"]["collapse_alpha"] == 0.01 and data["decided"] == 10
 
 
 def test_plots_are_valid_png_files_and_missing_keys_are_skipped(run_dir):
@@ -106,6 +112,19 @@ def test_plots_are_valid_png_files_and_missing_keys_are_skipped(run_dir):
         assert path.parent == run_dir / "plots"
         assert path.read_bytes().startswith(PNG) and path.stat().st_size > 1000
     assert plot_run(run_dir, [{"step": 1}]) == []
+
+
+def test_updates_without_a_completion_count_are_reported_as_not_decided(tmp_path):
+    lines = [{**metrics_line(step), "num_completions": None} for step in range(1, 13)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    report = diagnose(tmp_path)
+    assert (report.updates, report.decided, report.collapses) == (10, 0, 0)
+    assert report.collapse_rate == 0.0
+    checks = {c.name: c for c in report.checks}
+    assert checks["update_collapse"].steps == ()
+    text = format_diagnose(report)
+    assert "0 of 0 decided updates" in text and "10 of 10 updates not decided" in text
+    assert "(the run itself logged 1 collapse event(s))" in text
 
 
 def test_defaults_without_config_and_a_clear_error_without_metrics(tmp_path):

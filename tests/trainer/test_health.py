@@ -39,6 +39,7 @@ def healthy_line(step: int) -> dict:
         "adv_frac_extreme": 0.1,
         "fallback_rate": 0.2,
         "validity_rate": 0.8,
+        "num_completions": 64,
         "rollback": False,
     }
 
@@ -137,11 +138,26 @@ def test_fallback_high_needs_n_consecutive_steps_above_the_bound():
 
 def test_update_collapse_compares_each_rollout_with_the_one_before_the_update():
     lines = history(7, fallback_rate={4: 0.5, 5: 0.5, 6: 0.5}, validity_rate={6: 0.45})
-    # step 4: fallback 0.2 -> 0.5 (+0.3); step 6: validity 0.8 -> 0.45 (-0.35); 5 and 7 steady
+    # 64 completions per rollout. step 4: fallback 0.2 -> 0.5 (z ~ 3.6); step 6: validity
+    # 0.8 -> 0.45 (z ~ 4.1); steps 5 and 7 steady
     assert fired(lines, "update_collapse") == [4, 6]
     alert = get_check("update_collapse")(lines[:4], HealthConfig())
     assert alert.values["fallback_before"] == 0.2 and alert.values["fallback_after"] == 0.5
+    assert alert.values["n_after"] == 64 and alert.values["fallback_p"] < 0.001
+    assert "z=" in alert.message and "p=" in alert.message
     assert fired(lines, "update_collapse", HealthConfig(guard="off")) == []
+
+
+def test_the_same_jump_is_noise_over_16_completions_and_undecided_without_a_count():
+    lines = history(7, fallback_rate={4: 0.5, 5: 0.5, 6: 0.5}, validity_rate={6: 0.45})
+    for line in lines:
+        line["num_completions"] = 16  # +0.3 over 16 completions: z ~ 1.8, p ~ 0.04 > 0.01
+    assert fired(lines, "update_collapse") == []
+    assert fired(lines, "update_collapse", HealthConfig(collapse_alpha=0.05)) == [4, 6]
+    assert fired(lines, "update_collapse", HealthConfig(collapse_min_completions=32)) == []
+    for line in lines:
+        del line["num_completions"]
+    assert fired(lines, "update_collapse", HealthConfig(collapse_alpha=0.05)) == []
 
 
 def test_update_collapse_after_a_rollback_compares_with_the_restored_rollout():
@@ -226,6 +242,10 @@ def test_a_registered_check_runs_and_can_be_selected_by_name():
         ({"adv_extreme_max": 1.5}, "adv_extreme_max"),
         ({"fallback_max": math.nan}, "fallback_max"),
         ({"collapse_fallback_jump": 0}, "collapse_fallback_jump"),
+        ({"collapse_alpha": 0}, "collapse_alpha"),
+        ({"collapse_alpha": 0.9}, "collapse_alpha"),
+        ({"collapse_min_completions": 1}, "collapse_min_completions"),
+        ({"collapse_min_completions": 16.0}, "collapse_min_completions"),
         ({"guard": "panic"}, "guard"),
         ({"rollback_lr_factor": 2.0}, "rollback_lr_factor"),
         ({"stop_on": "deadlock"}, "stop_on"),

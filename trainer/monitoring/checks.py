@@ -253,28 +253,25 @@ def check_fallback_high(history: Sequence[Mapping], config: HealthConfig) -> Ale
 @register_check(
     "update_collapse",
     keys=("fallback_rate", "validity_rate"),
-    summary="fallback jump / validity drop after an update",
+    summary="fallback rise / validity fall after an update: z-test p <= collapse_alpha and "
+    "change >= the jump/drop",
 )
 def check_update_collapse(history: Sequence[Mapping], config: HealthConfig) -> Alert | None:
-    """This rollout vs the one before the last update (see :func:`trainer.collapse.collapse_at`)."""
+    """This rollout vs the one before the last update: the rule of :mod:`.collapse` (a one-sided
+    two-proportion z-test at ``collapse_alpha`` plus a minimum change), the guard's rule."""
     if config.guard == "off":
         return None
-    event = collapse_at(
-        history, len(history) - 1, config.collapse_fallback_jump, config.collapse_validity_drop
-    )
+    event = collapse_at(history, len(history) - 1, config.collapse_rule)
     if event is None:
         return None
+    values = event.to_dict()
+    for key in ("step", "reason", "decided", "collapse"):
+        values.pop(key)
     return Alert(
         "update_collapse",
         _step(history),
         f"update -> collapse since step {event.before_step}: {event.reason}",
-        {
-            "fallback_before": event.fallback_before,
-            "fallback_after": event.fallback_after,
-            "validity_before": event.validity_before,
-            "validity_after": event.validity_after,
-            "before_step": event.before_step,
-        },
+        values,
         "raise the group size K (>= 8); use dr_grpo or gdpo; lower the learning rate; set "
         "health.guard to rollback",
     )

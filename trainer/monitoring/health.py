@@ -17,7 +17,7 @@ Checks (see DESIGN.md, "Why it exists"):
 ``step_time_collapse`` step_time < ratio × median of the previous steps (after a warm-up)
 ``adv_extreme``        ``adv_frac_extreme`` (share of \\|A\\| ≥ 0.99) > ``adv_extreme_max``
 ``fallback_high``      ``fallback_rate`` > ``fallback_max`` for ``fallback_steps`` steps
-``update_collapse``    this rollout vs the one before the update: fallback jump / validity drop
+``update_collapse``    vs the rollout before the update: z-test on fallback rise / validity fall
 =====================  ==========================================================================
 
 A value that is missing, None or NaN makes a check unable to decide: it does not fire, and it

@@ -14,6 +14,7 @@ from typing import Literal, get_args
 
 from flowgrpo.configuration import check, from_dict
 from flowgrpo.trainer.monitoring.alerts import HEALTH_CHECKS, check_names
+from flowgrpo.trainer.monitoring.collapse import CollapseRule
 
 __all__ = ["GUARD_MODES", "GuardMode", "HealthConfig"]
 
@@ -55,13 +56,21 @@ class HealthConfig:
         fallback_steps: ... for this many consecutive steps.
         stop_on: check names whose alert stops the run (exit code ``EXIT_CODE_ALERT_STOP``);
             empty = only warn.
-        collapse_fallback_jump: absolute rise of the fallback rate after an update that counts
-            as an update → collapse event.
-        collapse_validity_drop: absolute fall of the validity rate that counts as one.
-        guard: what a collapse event does: ``off`` (not checked, no alert), ``warn`` (alert;
-            the default, because with small rollouts a 0.3 jump can be noise and a rollback
-            then throws away a real update), ``rollback`` (alert, restore the adapter and
-            optimizer from before the update, lower the learning rate).
+        collapse_fallback_jump: minimum absolute rise of the fallback rate (0..1) between the
+            rollout before an update and the one after it for an update → collapse event: the
+            effect size, on top of the significance test (:mod:`.collapse`; issue 13).
+        collapse_validity_drop: minimum absolute fall of the validity rate (0..1) for one.
+        collapse_alpha: significance of the one-sided pooled two-proportion z-test that the
+            fallback rate rose (or validity fell), per rate: the chance that sampling noise
+            alone fires it. 0.01: about 1% per update at 16 completions (at most 2% with both
+            rates; ``tests/trainer/test_collapse.py`` measures it by simulation).
+        collapse_min_completions: completions both rollouts need (the metrics key
+            ``num_completions``) before a collapse is decided; fewer, or no count logged, and
+            the update is not judged (no alert, no rollback).
+        guard: what a collapse event does: ``off`` (not checked, no alert), ``warn`` (alert
+            only; this section's default), ``rollback`` (alert, restore the adapter and
+            optimizer from before the update, lower the learning rate; ``TrainConfig``'s
+            default). ``guard: off`` in YAML (read as false) means ``off``.
         rollback_lr_factor: the learning rate is multiplied by this on each rollback (1 keeps
             it).
     """
@@ -77,8 +86,10 @@ class HealthConfig:
     fallback_max: float = 0.9
     fallback_steps: int = 3
     stop_on: tuple[str, ...] = ()
-    collapse_fallback_jump: float = 0.3
-    collapse_validity_drop: float = 0.3
+    collapse_fallback_jump: float = 0.2
+    collapse_validity_drop: float = 0.2
+    collapse_alpha: float = 0.01
+    collapse_min_completions: int = 16
     guard: GuardMode = "warn"
     rollback_lr_factor: float = 0.5
 
@@ -119,6 +130,16 @@ class HealthConfig:
         from_dict` with messages prefixed ``path``); None gives the defaults."""
         return from_dict(cls, data, path)
 
+    @property
+    def collapse_rule(self) -> CollapseRule:
+        """The update → collapse rule of these settings (for :func:`.collapse.collapse_at`)."""
+        return CollapseRule(
+            self.collapse_fallback_jump,
+            self.collapse_validity_drop,
+            self.collapse_alpha,
+            self.collapse_min_completions,
+        )
+
     def to_dict(self) -> dict:
         """A JSON/YAML-ready dict (``stop_on`` as a list)."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -158,6 +179,14 @@ _RULES = {
     "fallback_steps": (_steps, _STEPS),
     "collapse_fallback_jump": (_fraction, "an absolute change in (0, 1]"),
     "collapse_validity_drop": (_fraction, "an absolute change in (0, 1]"),
+    "collapse_alpha": (
+        lambda v, c: _is_num(v) and 0 < v <= 0.5,
+        "a significance level in (0, 0.5], e.g. 0.01",
+    ),
+    "collapse_min_completions": (
+        lambda v, c: _is_int(v) and v >= 2,
+        "an integer >= 2 (completions per rollout)",
+    ),
     "guard": (lambda v, c: v in GUARD_MODES, f"one of {', '.join(GUARD_MODES)}"),
     "rollback_lr_factor": (_fraction, "a factor in (0, 1] (1 keeps the learning rate)"),
 }

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from flowgrpo.trainer.monitoring.collapse import CollapseEvent, replay
+from flowgrpo.trainer.monitoring.collapse import CollapseDecision, replay
 from flowgrpo.trainer.monitoring.health import (
     Alert,
     HealthConfig,
@@ -134,7 +134,12 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class DiagnoseReport:
-    """What :func:`diagnose` found. ``history`` is the metrics read (for :func:`plot_run`)."""
+    """What :func:`diagnose` found. ``history`` is the metrics read (for :func:`plot_run`).
+
+    ``updates`` counts rollouts compared across an update, ``decided`` those with enough
+    completions for the collapse rule, ``collapse_rate`` = collapses / decided;
+    ``collapse_decisions`` holds every compared pair with its z and p (:mod:`.collapse`).
+    """
 
     run_dir: str
     lines: int
@@ -144,9 +149,11 @@ class DiagnoseReport:
     config_source: str
     checks: tuple[CheckResult, ...]
     updates: int
+    decided: int
     collapses: int
     collapse_rate: float
-    collapse_events: tuple[CollapseEvent, ...]
+    collapse_events: tuple[CollapseDecision, ...]
+    collapse_decisions: tuple[CollapseDecision, ...]
     logged_collapses: int
     rollbacks: int
     rollback_steps: tuple[int, ...]
@@ -226,7 +233,7 @@ def diagnose(run_dir: str | Path) -> DiagnoseReport:
     history = read_jsonl(run_dir / METRICS_FILE)
     config, source = load_health_config(run_dir)
     checks = _run_checks_over(history, config)
-    detector = replay(history, config.collapse_fallback_jump, config.collapse_validity_drop)
+    detector = replay(history, config.collapse_rule)
     deadlock = next(c for c in checks if c.name == "deadlock")
     first_deadlock = deadlock.first.values.get("since_step") if deadlock.first else None
     samples_path = run_dir / SAMPLES_FILE
@@ -241,9 +248,11 @@ def diagnose(run_dir: str | Path) -> DiagnoseReport:
         config_source=source,
         checks=checks,
         updates=detector.updates,
+        decided=detector.decided,
         collapses=detector.collapses,
         collapse_rate=detector.collapse_rate,
         collapse_events=tuple(detector.events),
+        collapse_decisions=tuple(detector.decisions),
         logged_collapses=sum(1 for line in history if isinstance(line.get("collapse"), Mapping)),
         rollbacks=len(rollback_steps),
         rollback_steps=rollback_steps,
@@ -278,10 +287,28 @@ def format_diagnose(report: DiagnoseReport) -> str:
         f"  {report.lines} metrics lines, {span}; thresholds: {report.config_source}",
         "",
         "Checklist:",
+        *_format_checks(report),
+        "",
+        *_format_collapse(report),
     ]
+    rollbacks = f"Rollbacks: {report.rollbacks}"
+    if report.rollback_steps:
+        rollbacks += f" at steps {format_steps(report.rollback_steps)}"
+    out.append(rollbacks)
+    deadlock = report.first_deadlock_step
+    out.append(f"First deadlock: {'none' if deadlock is None else f'step {deadlock}'}")
+    if report.samples is not None:
+        out.append(f"{SAMPLES_FILE}: {report.samples} rows (flowgrpo analyze for the details)")
+    verdict = ", ".join(report.alerted) if report.alerted else "no alerts"
+    out.append(f"Verdict: {verdict}")
+    return "\n".join(out)
+
+
+def _format_checks(report: DiagnoseReport) -> list[str]:
     width = max(len(c.name) for c in report.checks)
     run_logged_alerts = any(c.logged for c in report.checks)
     pad = " " * 9
+    out = []
     for check in report.checks:
         head = f"  {check.status:<5}  {check.name:<{width}}  {check.summary}"
         if check.status == "N/A":
@@ -295,30 +322,31 @@ def format_diagnose(report: DiagnoseReport) -> str:
             out.append(f"{pad}try: {check.first.advice}")
         if run_logged_alerts and check.logged != len(check.steps):
             out.append(f"{pad}(the run itself logged it at {check.logged} step(s))")
-    out.append("")
-    out.append(
-        f"Update -> collapse: {report.collapses} of {report.updates} updates "
-        f"({report.collapse_rate:.1%}); thresholds: fallback +"
-        f"{report.config.collapse_fallback_jump:g}, validity -"
-        f"{report.config.collapse_validity_drop:g}; guard: {report.config.guard}"
-    )
+    return out
+
+
+def _format_collapse(report: DiagnoseReport) -> list[str]:
+    rule = report.config.collapse_rule
+    out = [
+        f"Update -> collapse: {report.collapses} of {report.decided} decided updates "
+        f"({report.collapse_rate:.1%}); rule: one-sided z-test p <= {rule.alpha:g} and fallback "
+        f"+{rule.fallback_jump:g} / validity -{rule.validity_drop:g}, >= "
+        f"{rule.min_completions} completions per rollout; guard: {report.config.guard}"
+    ]
+    undecided = report.updates - report.decided
+    if undecided:
+        out.append(
+            f"  {undecided} of {report.updates} updates not decided (completion count not "
+            "logged, or below health.collapse_min_completions)"
+        )
     if report.collapse_events:
         steps = [e.step for e in report.collapse_events]
         out.append(f"  events at steps: {format_steps(steps)}")
-    logs_collapses = any("collapse" in line for line in report.history)
-    if logs_collapses and report.logged_collapses != report.collapses:
+    if report.logged_collapses != report.collapses and any(
+        "collapse" in line for line in report.history
+    ):
         out.append(f"  (the run itself logged {report.logged_collapses} collapse event(s))")
-    rollbacks = f"Rollbacks: {report.rollbacks}"
-    if report.rollback_steps:
-        rollbacks += f" at steps {format_steps(report.rollback_steps)}"
-    out.append(rollbacks)
-    deadlock = report.first_deadlock_step
-    out.append(f"First deadlock: {'none' if deadlock is None else f'step {deadlock}'}")
-    if report.samples is not None:
-        out.append(f"{SAMPLES_FILE}: {report.samples} rows (flowgrpo analyze for the details)")
-    verdict = ", ".join(report.alerted) if report.alerted else "no alerts"
-    out.append(f"Verdict: {verdict}")
-    return "\n".join(out)
+    return out
 
 
 def diagnose_to_json(report: DiagnoseReport) -> dict:
@@ -342,9 +370,11 @@ def diagnose_to_json(report: DiagnoseReport) -> dict:
             for c in report.checks
         ],
         "updates": report.updates,
+        "decided": report.decided,
         "collapses": report.collapses,
         "collapse_rate": report.collapse_rate,
         "collapse_events": [e.to_dict() for e in report.collapse_events],
+        "collapse_decisions": [d.to_dict() for d in report.collapse_decisions],
         "logged_collapses": report.logged_collapses,
         "rollbacks": report.rollbacks,
         "rollback_steps": list(report.rollback_steps),
