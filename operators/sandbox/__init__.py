@@ -4,12 +4,14 @@
 Neither raises on anything the program does: every outcome, including a failure of the sandbox
 itself, is an :class:`ExecResult` (``reason`` says what happened). Only bad *arguments* (a
 caller bug, e.g. ``timeout_s=0``) raise ``TypeError``/``ValueError`` before anything runs.
+:func:`sandbox_capabilities` says which protection layers runs get on this machine.
+docs/SANDBOX.md has the design, the measurements and the threat model in full.
 
 What one run does:
 
-* the program runs under the current interpreter (``sys.executable -s -B``) in a new session and
-  process group, with a fresh temporary directory as its working directory (also ``HOME`` and
-  ``TMPDIR``), removed afterwards;
+* the program runs under the current interpreter (``sys.executable -s -B _child.py``) in a new
+  session and process group, with a fresh temporary directory as its working directory (also
+  ``HOME`` and ``TMPDIR``), removed afterwards;
 * the environment is scrubbed: only ``PATH``, ``LANG``/``LC_ALL``, ``PYTHONHASHSEED=0``,
   ``PYTHONIOENCODING``, one-thread settings for BLAS/OpenMP, a per-run marker variable and the
   caller's ``env`` extras. No variable of the parent is inherited. (``-I`` is not used because it
@@ -18,39 +20,72 @@ What one run does:
   reproducible between runs, which the result cache relies on.)
 * resource limits set in ``preexec_fn`` (soft = hard, lowered only): ``RLIMIT_AS`` =
   ``memory_mb``, ``RLIMIT_CPU`` ~ ``timeout_s`` + 1 s, ``RLIMIT_FSIZE`` = 32 MiB per file,
-  ``RLIMIT_NOFILE`` = 256, ``RLIMIT_CORE`` = 0 and ``RLIMIT_NPROC`` = the user's current task count
-  + 64;
+  ``RLIMIT_NOFILE`` = 256, ``RLIMIT_CORE`` = 0 and ``RLIMIT_NPROC`` = the task count of the user
+  the program runs as + 64;
 * a wall-clock timeout (``timeout_s``, seconds) after which the whole process group gets SIGKILL;
 * stdout and stderr are read incrementally by one thread each; only the first
   ``max_output_bytes`` bytes of each are kept (the rest is read and dropped, so the parent's
   memory stays bounded), and a marker line says when something was dropped;
 * after the program exits (or is killed) its process group is killed, then every process that
   still carries the run's marker variable in ``/proc/<pid>/environ`` is killed (this catches
-  children that left the group with ``setsid``), and only then is the leader reaped;
-* a Python prelude in the child installs an audit hook (``sys.addaudithook``) before the program
-  runs. It refuses, with ``PermissionError``: opening files for writing, creating, removing,
-  renaming, linking, truncating or changing the mode/owner/times of paths outside the working
-  directory (``/dev/null`` is allowed); reading ``/proc/*/environ`` and ``/proc/*/mem``;
-  ``os.fork``/``forkpty``/``exec*``/``spawn*``/``posix_spawn``/``system``, ``subprocess.Popen``
-  and ``_posixsubprocess.fork_exec`` (so ``multiprocessing`` cannot start processes either);
-  ``os.kill`` of any other process and ``os.killpg`` of any other group; ``socket`` connect, bind,
-  sendto, sendmsg; and raising resource limits with ``resource.setrlimit``/``prlimit``.
+  children that left the group with ``setsid``), and only then is the leader reaped.
 
-What is NOT protected (this is not a security boundary against hostile code, only against the
-accidents of generated code: infinite loops, memory or fork bombs, huge output, stray writes):
+Protection layers, set up by the child (``_child.py``) before the program's first line; a layer
+the run should get but cannot set up fails the run (``reason`` "sandbox failure: setup: ...")
+instead of running the program with less:
 
-* audit hooks are a Python-level mechanism. Code that uses ``ctypes`` (or a C extension) can call
-  libc directly: fork, kill the parent, write anywhere, open sockets. A determined attacker
-  escapes easily. Use a container/VM (namespaces, seccomp) for untrusted code.
-* as root (uid 0 of the initial user namespace) the kernel does not enforce ``RLIMIT_NPROC``,
-  and root may raise its own hard limits (only the audit hook stops ``resource.setrlimit``).
-  A fork bomb that bypasses the hook (ctypes) is contained only by ``RLIMIT_AS`` per process, the
-  wall-clock timeout and the group/marker kill afterwards; it can load the machine meanwhile.
-* reading files outside the working directory is allowed (except ``/proc/*/environ|mem``); so is
-  network access through anything that is not an audited ``socket`` call.
-* path checks resolve paths relative to the current directory; calls with ``dir_fd`` are checked
-  as if the path were relative to the working directory. Hard links made *inside* the working
-  directory to files outside are refused (``os.link`` checks both paths).
+1. kernel, when the parent is root: the program runs as an unprivileged user and group
+   (default ``nobody``/``nogroup``; ``FLOWGRPO_SANDBOX_UID``/``FLOWGRPO_SANDBOX_GID`` choose
+   others, never 0), with no supplementary groups and no way back (real, effective and saved
+   ids all changed, capabilities gone). The working directory is handed to that user. File
+   permissions then apply to it (``/etc/shadow``, ``/root``, other users' files), it cannot
+   signal or trace the trainer, and ``RLIMIT_NPROC`` is enforced (the kernel ignores it for
+   root). The interpreter starts as root and drops before the program runs, because the Python
+   installation may be unreachable to that user (here it lives under ``/root``, mode 0700): the
+   directories the program imports from are then reached through descriptors opened before the
+   drop (``/proc/self/fd/N`` in ``sys.path``), which opens nothing else under them.
+2. kernel, when it supports Landlock (``FLOWGRPO_SANDBOX_LANDLOCK=0`` turns it off): the process
+   confines itself (``landlock_restrict_self``, irreversible, inherited by children) to reading
+   the read allowlist below, reading and writing its working directory, and executing nothing.
+   With ABI >= 4 every TCP bind/connect is refused; with ABI >= 6 signals to and abstract UNIX
+   sockets of processes outside the sandbox are refused. This holds against ``ctypes``.
+3. Python, always: an audit hook (``_guard.py``) refuses with ``PermissionError("sandbox: ...")``
+   reads and directory listings outside the read allowlist, writes and other changes outside
+   the working directory (``/dev/null`` excepted), starting processes, signalling other
+   processes, ``socket`` connect/bind/sendto/sendmsg and ``resource.setrlimit``/``prlimit``.
+   Paths are judged by their real path (symlinks, ``..``, ``/proc/self/...`` resolved). It gives
+   clear errors and works where layers 1-2 do not, but ``ctypes`` bypasses it.
+
+The read allowlist (real paths): the working directory, the program file, the Python
+installation (``sys.prefix``, ``sys.exec_prefix``, ``sys.base_prefix``, ``sys.base_exec_prefix``
+and every ``sys.path`` entry), the shared-library folders (``/usr/lib``, ``/usr/lib64``,
+``/lib``, ``/lib64``, ``/usr/local/lib``), ``/etc/ld.so.cache``, ``/etc/localtime``,
+``/usr/share/zoneinfo``, ``/dev/null``, ``/dev/urandom``, and the process's own stdin/stdout/
+stderr pipes (``/dev/stdin``). Everything else (``/etc``, ``/home``, ``/root``, ``/proc``, the
+repository, other temporary directories) is refused.
+
+Measured on the development machine (Linux 6.18, Landlock ABI 7, trainer running as root): all
+three layers active; ``ctypes`` reading a world-readable file outside the allowlist, writing into
+a world-writable folder, executing ``/bin/sh`` or connecting over TCP is refused by Landlock,
+and reading ``/etc/shadow`` with Landlock off is refused by file permissions after the drop
+(tests/operators/test_sandbox_layers.py checks each; test_sandbox_reads.py the Python paths).
+
+What is NOT protected (use a container or VM, e.g. gVisor, Firecracker, or at least user, mount,
+network and PID namespaces plus seccomp, for code written to attack you):
+
+* kernel exploits: every layer relies on the kernel; one bug and the program is root.
+* without Landlock (kernel < 5.13, Landlock not enabled at boot, or turned off), ``ctypes`` and
+  C extensions bypass the read, write, exec and network rules of the audit hook: then only file
+  permissions stand between the program and world-readable files (and, if the parent is not
+  root, everything the parent's user can read and write).
+* the network beyond TCP: UDP, raw sockets (need privileges) and UNIX sockets on the file system
+  are not refused by the kernel layers (the hook refuses Python ``socket`` calls only).
+* forking through ``ctypes`` is possible (contained by ``RLIMIT_NPROC`` when not root, the
+  timeout and the cleanup); so are CPU and memory use up to the limits.
+* the audit hook also loses to a second thread swapping a symlink between check and open, or to
+  code that digs the original functions out of the hook's closures: it is a convenience, not a
+  boundary. Without root there is no privilege drop: the program runs as the parent's user.
+* concurrent runs share the sandbox user: without Landlock scoping they can signal each other.
 * a process that rewrites its own environment block can hide the marker; one that is in a new
   session *and* has erased the marker survives the cleanup.
 * ``RLIMIT_FSIZE`` bounds each file, not the number of files; the directory is removed after the
@@ -60,7 +95,8 @@ accidents of generated code: infinite loops, memory or fork bombs, huge output, 
   takes no locks other threads could hold, and a stuck child still hits the wall-clock timeout.
 * if the parent itself is killed (SIGKILL) mid-run, nobody cleans up: the temporary directory
   stays, and the program runs on until it exits or, if busy, hits ``RLIMIT_CPU``.
-* only Linux is supported (``/proc``, ``pidfd_open``; other POSIX systems lose the marker sweep).
+* only Linux is supported (``/proc``, ``pidfd_open``, Landlock); a private ``TMPDIR`` that the
+  sandbox user cannot traverse fails every run with a message saying so.
 """
 
 # ``_BASE_ENV`` and ``_Run`` are internals the tests reach through the package.

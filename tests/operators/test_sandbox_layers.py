@@ -48,7 +48,8 @@ if fd < 0:
     print("refused", ctypes.get_errno())
 else:
     buf = ctypes.create_string_buffer(4096)
-    print(buf.raw[: libc.read(fd, buf, 4096)].decode())
+    n = libc.read(fd, buf, 4096)
+    print(buf.raw[:n].decode())
 """
 
 
