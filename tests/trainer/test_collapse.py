@@ -123,6 +123,7 @@ def test_the_completion_count_comes_from_num_completions_or_group_size_times_pro
     assert completions_of({"num_completions": 24, "group_size": 8, "problems": 2}) == 24
     assert completions_of({"group_size": 8, "problems": 2}) == 16
     assert completions_of({"num_completions": 16.0}) == 16
+    assert completions_of({"num_completions": 16.5}) == 16  # a mean over processes: round down
     for bad in (
         {},
         {"group_size": 8},
@@ -130,7 +131,7 @@ def test_the_completion_count_comes_from_num_completions_or_group_size_times_pro
         {"num_completions": math.nan},
         {"num_completions": 0},
         {"num_completions": True},
-        {"num_completions": 2.5},
+        {"num_completions": 0.5},
         {"num_completions": "16"},
     ):
         assert completions_of(bad) is None, bad

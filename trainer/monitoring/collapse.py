@@ -241,14 +241,15 @@ def rates_of(line: Mapping) -> tuple[float, float] | None:
 
 
 def _count(value) -> int | None:
-    if not _is_number(value) or value != int(value) or value < 1:
+    # a mean over processes can be fractional: round down (a smaller n is the cautious side)
+    if not _is_number(value) or value < 1:
         return None
     return int(value)
 
 
 def completions_of(line: Mapping) -> int | None:
     """Completions of a line's rollout: ``num_completions``, else ``group_size × problems``,
-    else None (a positive whole number, or None)."""
+    else None. A fractional value (a mean over processes) is rounded down; < 1 is None."""
     n = _count(line.get("num_completions"))
     if n is not None:
         return n
