@@ -11,8 +11,8 @@ workflow *unscorable* then, which is different from *wrong*.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,23 @@ class Message:
 
 
 @dataclass(frozen=True)
+class RequestContext:
+    """Which operator call a request is. Only the SIMULATED executor
+    (:mod:`operators.backends.simulated`) reads it; model backends ignore it.
+
+    Attributes:
+        op: the operator making the call.
+        problem: the problem being solved (a :class:`~operators.tasks.base.Problem`).
+        call: index of the call among its run's LLM calls, in the order the operators ask
+            (0-based; parallel branches in branch order): identical prompts of one run differ.
+    """
+
+    op: str
+    problem: Any
+    call: int
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
     """One chat completion to make.
 
@@ -31,11 +48,14 @@ class GenerationRequest:
         messages: the conversation, rendered with the model's chat template by the backend.
         max_new_tokens: bound on generated tokens.
         temperature: 0 means greedy (the executor default).
+        context: which operator call this is (set by the operators; None elsewhere). Not part of
+            equality: two requests with the same messages and settings are equal.
     """
 
     messages: tuple[Message, ...]
     max_new_tokens: int = 256
     temperature: float = 0.0
+    context: RequestContext | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

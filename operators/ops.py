@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from flowgrpo.dsl import OPERATORS
 from flowgrpo.operators import prompts
 from flowgrpo.operators.checkers import extract_code as _extract_code
-from flowgrpo.operators.llm import GenerationRequest, Message
+from flowgrpo.operators.llm import GenerationRequest, Message, RequestContext
 from flowgrpo.operators.state import Ask, OpGen, RunCode, State
 from flowgrpo.registry import Registry
 
@@ -81,7 +81,13 @@ def registered_operators() -> tuple[str, ...]:
 
 def _ask(state: State, op: str, text: str, settings: OpSettings) -> Ask:
     messages = (Message("system", prompts.SYSTEM), Message("user", text))
-    return Ask(op, GenerationRequest(messages, max_new_tokens=settings.tokens_for(op)))
+    # The call's index in its run (counted on the run's shared counters), for the simulated
+    # executor's per-call random draws; model backends ignore the context.
+    call = getattr(state.counters, "asks", 0)
+    state.counters.asks = call + 1  # type: ignore[attr-defined]
+    context = RequestContext(op, state.problem, call)
+    request = GenerationRequest(messages, max_new_tokens=settings.tokens_for(op), context=context)
+    return Ask(op, request)
 
 
 def _one(state: State, op: str, text: str, settings: OpSettings) -> OpGen:

@@ -1,4 +1,4 @@
-"""Executor backends by name: ``make_backend("hf" | "openai" | "scripted", **kwargs)``.
+"""Executor backends by name: ``make_backend("hf" | "openai" | "scripted" | "simulated", **kw)``.
 
 :data:`BACKENDS` holds factories ``(**kwargs) -> LLM``; ``make_backend("my_pkg.module:factory",
 ...)`` builds a backend from outside flowgrpo by dotted path. Importing this package imports
@@ -16,6 +16,7 @@ from typing import Any
 from flowgrpo.operators.backends.hf import HFBackend
 from flowgrpo.operators.backends.openai_http import OpenAIBackend
 from flowgrpo.operators.backends.scripted import ScriptedBackend
+from flowgrpo.operators.backends.simulated import make_simulated
 from flowgrpo.operators.llm import LLM
 from flowgrpo.registry import Registry
 
@@ -53,5 +54,6 @@ def _make_hf(**kwargs: Any) -> LLM:
 register_backend("hf", _make_hf)
 register_backend("openai", OpenAIBackend)
 register_backend("scripted", ScriptedBackend)
+register_backend("simulated", make_simulated)  # a SIMULATED executor, not a model
 
 __all__ = ["BACKENDS", "BackendFactory", "available_backends", "make_backend", "register_backend"]

@@ -1,0 +1,53 @@
+"""A SIMULATED executor with a known optimum (issue 13): every workflow's accuracy is exact.
+
+The simulated executor (backend ``"simulated"``, :class:`~operators.backends.simulated.
+SimulatedExecutor`) stands in for an executor LLM: each operator call succeeds, detects, fixes
+or votes with the documented probabilities of :class:`SimulationParams`, and its text runs
+through the real interpreter, sandbox and checkers. Because the rules are known, this package
+computes, for any valid math workflow:
+
+* :func:`analyze` / :func:`expected_accuracy` / :func:`expected_calls`: exact, by propagating
+  a distribution over an abstract state through the AST (interpreter semantics, call budget
+  included);
+* :func:`best_workflow` over a documented finite space (:func:`workflow_space`) and
+  :func:`regret` = best expected reward in the space minus a workflow's;
+* :func:`operators.simulation.exact.enumerate_exact`: the same numbers by enumerating every
+  outcome of the REAL interpreter run (exponential; a cross-check of :func:`analyze`; not
+  imported here because it imports the backend, which imports this package).
+
+See docs/SIMULATED_EXECUTOR.md. It is a simulation: never report its numbers as a model's.
+"""
+
+from flowgrpo.operators.simulation.analytic import (
+    Difficulty,
+    WorkflowStats,
+    analyze,
+    expected_accuracy,
+    expected_calls,
+)
+from flowgrpo.operators.simulation.params import DIFFICULTIES, Probs, SimulationParams
+from flowgrpo.operators.simulation.space import (
+    Best,
+    Regret,
+    best_workflow,
+    expected_reward,
+    regret,
+    workflow_space,
+)
+
+__all__ = [
+    "DIFFICULTIES",
+    "Best",
+    "Difficulty",
+    "Probs",
+    "Regret",
+    "SimulationParams",
+    "WorkflowStats",
+    "analyze",
+    "best_workflow",
+    "expected_accuracy",
+    "expected_calls",
+    "expected_reward",
+    "regret",
+    "workflow_space",
+]

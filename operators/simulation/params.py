@@ -1,0 +1,319 @@
+"""The parameters of the SIMULATED executor: one frozen dataclass, every probability documented.
+
+Where the defaults come from. They are *not* fitted to any dataset; they are chosen so that the
+simulated executor reproduces the qualitative pattern published for real executors on
+arithmetic word problems, which is all a known-optimum environment needs:
+
+* hand-designed workflows differ by a few to ten points: AFlow (arXiv 2410.10762, Table 1,
+  GSM8K and MATH with GPT-4o-mini) and ScoreFlow (arXiv 2502.04306) report IO, CoT, CoT-SC,
+  Self-Refine and their searched workflows within a few points of each other;
+* a program run by an interpreter beats free-text reasoning on arithmetic (PAL, arXiv
+  2211.10435; Program of Thoughts, arXiv 2211.12588), hence ``programmer_correct`` above
+  ``custom_correct``;
+* majority voting helps, but less than independent samples would suggest, because samples of
+  one model share their mistakes (self-consistency, arXiv 2203.11171), hence a latent class per
+  problem (``latent_shares``, ``latent_spread``; an item-response model) shared by all calls;
+* intrinsic self-correction rarely helps and can hurt (Huang et al., arXiv 2310.01798;
+  Self-Refine, arXiv 2303.17651, gains mostly with useful feedback), hence a low
+  ``revise_fix_blind``, a Review that false-alarms, and a Revise that breaks right answers
+  it was told are wrong (``revise_break``).
+
+Per-difficulty fields hold one probability per arithmetic difficulty, in the order of
+:data:`DIFFICULTIES`; problems without a known difficulty use ``default_difficulty``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+DIFFICULTIES = ("easy", "medium", "hard")
+"""The difficulties of the arithmetic generator (``operators.tasks.arithmetic.DIFFICULTIES``)."""
+
+PerDifficulty = tuple[float, float, float]
+
+LATENT_FIELDS = (
+    "custom_correct",
+    "answer_generate_correct",
+    "programmer_correct",
+    "custom_fix",
+)
+"""Probabilities that depend on the problem's latent class (the others do not)."""
+
+LATENT_CLASSES = ("familiar", "uncertain", "trap")
+"""The latent classes of a problem for the executor, in the order of ``latent_shares``."""
+
+PER_DIFFICULTY = (
+    "custom_correct",
+    "answer_generate_correct",
+    "programmer_correct",
+    "custom_fix",
+    "review_detect",
+    "revise_fix",
+    "revise_fix_blind",
+)
+"""Fields with one probability per difficulty."""
+
+
+@dataclass(frozen=True)
+class Probs:
+    """The probabilities for one difficulty and one latent class (derived, not set).
+
+    Field meanings are those of :class:`SimulationParams`.
+    """
+
+    custom_correct: float
+    answer_generate_correct: float
+    programmer_correct: float
+    programmer_crash: float
+    custom_keep: float
+    custom_fix: float
+    review_detect: float
+    review_false_alarm: float
+    revise_fix: float
+    revise_fix_blind: float
+    revise_break: float
+    revise_break_blind: float
+    ensemble_tie_skill: float
+
+
+@dataclass(frozen=True)
+class SimulationParams:
+    """Probabilities of the SIMULATED executor (see the module docstring for their sources).
+
+    "Right"/"wrong" below is the verdict of the real answer checker on the solution text.
+    Per-difficulty fields are ``(easy, medium, hard)``; in :meth:`from_dict` they may also be one
+    number (all difficulties) or a mapping ``{"easy": .., "medium": .., "hard": ..}``.
+
+    Attributes:
+        custom_correct: Custom without a current solution answers right (per difficulty).
+        answer_generate_correct: AnswerGenerate answers right (per difficulty).
+        programmer_correct: Programmer's program prints the right answer, given that it runs
+            (per difficulty).
+        programmer_crash: one Programmer attempt writes a program that raises (the real sandbox
+            runs it and Programmer retries with the error, ``OpSettings.programmer_retries``).
+        custom_keep: Custom shown a right current solution keeps it right.
+        custom_fix: Custom shown a wrong (or no usable) current solution makes it right (per
+            difficulty).
+        review_detect: Review says FAIL on a wrong solution (per difficulty).
+        review_false_alarm: Review says FAIL on a right solution.
+        revise_fix: Revise makes a wrong solution right when the feedback is a Review FAIL
+            critique (per difficulty).
+        revise_fix_blind: Revise makes a wrong solution right without a critique (no feedback,
+            a PASS verdict, or a Programmer error) (per difficulty).
+        revise_break: Revise makes a right solution wrong when told by a critique that it is
+            wrong (a Review false alarm).
+        revise_break_blind: Revise makes a right solution wrong without a critique.
+        ensemble_tie_skill: when no answer has a plurality (exactly one candidate is right and
+            wrong candidates are counted as disagreeing), an ensembler pick is right with
+            probability ``1/n + skill * (1 - 1/n)``: 0 is a blind pick, 1 always finds the right
+            one. With two or more right candidates the pick is right; with none it is wrong.
+        latent_shares: shares of problems in each latent class of :data:`LATENT_CLASSES`
+            (familiar, uncertain, trap; sum 1). The class is drawn once per problem and shared by
+            all calls on it, which correlates them as samples of one model are correlated
+            (majority votes and self-correction then gain a few points, not dozens).
+        latent_spread: how far apart the classes are, in logits (>= 0; 0: no correlation). A
+            probability ``p`` of :data:`LATENT_FIELDS` becomes ``sigmoid(b + spread)``,
+            ``sigmoid(b)`` and ``sigmoid(b - spread)`` in the three classes, ``b`` chosen so that
+            the average over problems is ``p`` (a Rasch / item-response model).
+        default_difficulty: the difficulty of problems that carry none (GSM8K, ...).
+    """
+
+    custom_correct: PerDifficulty = (0.74, 0.65, 0.52)
+    answer_generate_correct: PerDifficulty = (0.76, 0.67, 0.55)
+    programmer_correct: PerDifficulty = (0.88, 0.80, 0.70)
+    programmer_crash: float = 0.04
+    custom_keep: float = 0.95
+    custom_fix: PerDifficulty = (0.30, 0.25, 0.20)
+    review_detect: PerDifficulty = (0.70, 0.60, 0.50)
+    review_false_alarm: float = 0.10
+    revise_fix: PerDifficulty = (0.25, 0.20, 0.15)
+    revise_fix_blind: PerDifficulty = (0.08, 0.06, 0.04)
+    revise_break: float = 0.15
+    revise_break_blind: float = 0.03
+    ensemble_tie_skill: float = 0.3
+    latent_shares: tuple[float, float, float] = (0.6, 0.25, 0.15)
+    latent_spread: float = 4.0
+    default_difficulty: str = "medium"
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            if f.name in ("default_difficulty", "latent_spread", "latent_shares"):
+                continue
+            value = getattr(self, f.name)
+            if f.name in PER_DIFFICULTY:
+                if not isinstance(value, tuple) or len(value) != len(DIFFICULTIES):
+                    raise ValueError(
+                        f"SimulationParams.{f.name}: expected one probability per difficulty "
+                        f"{DIFFICULTIES}, got {value!r}"
+                    )
+                for level, p in zip(DIFFICULTIES, value):
+                    _check_probability(f"{f.name}[{level}]", p)
+            else:
+                _check_probability(f.name, value)
+        if self.default_difficulty not in DIFFICULTIES:
+            raise ValueError(
+                f"SimulationParams.default_difficulty: {self.default_difficulty!r} is not a "
+                f"difficulty; use one of {DIFFICULTIES}"
+            )
+        self._check_latent()
+
+    def _check_latent(self) -> None:
+        shares = self.latent_shares
+        if not isinstance(shares, tuple) or len(shares) != len(LATENT_CLASSES):
+            raise ValueError(
+                f"SimulationParams.latent_shares: expected one share per class {LATENT_CLASSES}, "
+                f"got {shares!r}"
+            )
+        for name, share in zip(LATENT_CLASSES, shares):
+            _check_probability(f"latent_shares[{name}]", share)
+        if abs(sum(shares) - 1.0) > 1e-9:
+            raise ValueError(
+                f"SimulationParams.latent_shares: {shares} sum to {sum(shares):g}; the shares of "
+                "the classes must sum to 1"
+            )
+        spread = self.latent_spread
+        if isinstance(spread, bool) or not isinstance(spread, (int, float)):
+            raise ValueError(f"SimulationParams.latent_spread: expected a number, got {spread!r}")
+        if not 0.0 <= spread <= 20.0:
+            raise ValueError(
+                f"SimulationParams.latent_spread: {spread} is out of range; use 0 (independent "
+                "calls) to 20 logits"
+            )
+
+    # ------------------------------------------------------------------ derived views
+
+    def difficulty(self, level: str | None) -> str:
+        """``level`` when it is a known difficulty, else ``default_difficulty``."""
+        return level if level in DIFFICULTIES else self.default_difficulty
+
+    def latent_class(self, u: float) -> int:
+        """The latent class (index into :data:`LATENT_CLASSES`) of a uniform draw ``u``."""
+        total = 0.0
+        for index, share in enumerate(self.latent_shares):
+            total += share
+            if u < total:
+                return index
+        return max(i for i, share in enumerate(self.latent_shares) if share > 0)
+
+    def probs(self, level: str, latent: int = 1) -> Probs:
+        """The probabilities on a problem of difficulty ``level`` in latent class ``latent``."""
+        return _probs(self, self.difficulty(level), latent)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (per-difficulty fields as ``{difficulty: p}``); :meth:`from_dict` inverts."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = dict(zip(DIFFICULTIES, value)) if f.name in PER_DIFFICULTY else value
+        return out
+
+    def digest(self) -> str:
+        """A short stable hash of every field (part of the simulated executor's settings key)."""
+        text = json.dumps(self.to_dict(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> SimulationParams:
+        """Parameters from plain data (a config section); missing fields keep their defaults.
+
+        Raises ``ValueError`` for an unknown field (with the closest name) or a bad value
+        (naming the field and what to write instead).
+        """
+        if data is None:
+            return cls()
+        if isinstance(data, SimulationParams):
+            return data
+        if not isinstance(data, Mapping):
+            raise ValueError(f"simulation params must be a mapping, got {type(data).__name__}")
+        names = [f.name for f in dataclasses.fields(cls)]
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in names:
+                guess = difflib.get_close_matches(str(key), names, n=1, cutoff=0.5)
+                hint = f"did you mean {guess[0]!r}? " if guess else ""
+                raise ValueError(
+                    f"unknown SimulationParams field {key!r}; {hint}fields: {', '.join(names)}"
+                )
+            if key in PER_DIFFICULTY:
+                value = _per_difficulty(key, value)
+            elif isinstance(value, list):
+                value = tuple(value)
+            kwargs[key] = value
+        return cls(**kwargs)
+
+
+@lru_cache(maxsize=4096)
+def _probs(params: SimulationParams, level: str, latent: int) -> Probs:
+    index = DIFFICULTIES.index(level)
+    values: dict[str, float] = {}
+    for f in dataclasses.fields(Probs):
+        value = getattr(params, f.name)
+        value = value[index] if f.name in PER_DIFFICULTY else value
+        if f.name in LATENT_FIELDS:
+            value = _in_class(value, params.latent_shares, params.latent_spread, latent)
+        values[f.name] = value
+    return Probs(**values)
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+@lru_cache(maxsize=4096)
+def _in_class(p: float, shares: tuple[float, ...], spread: float, latent: int) -> float:
+    """``sigmoid(b + shift[latent])`` with ``b`` solved (bisection) so that the share-weighted
+    mean over the classes is ``p``."""
+    if p <= 0.0 or p >= 1.0 or spread == 0.0:
+        return float(p)
+    shifts = (spread, 0.0, -spread)
+    low, high = -60.0, 60.0
+    for _ in range(200):
+        b = 0.5 * (low + high)
+        mean = sum(w * _sigmoid(b + t) for w, t in zip(shares, shifts))
+        low, high = (b, high) if mean < p else (low, b)
+    return _sigmoid(0.5 * (low + high) + shifts[latent])
+
+
+def _check_probability(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(
+            f"SimulationParams.{name}: expected a probability (a number in [0, 1]), got {value!r}"
+        )
+    if not 0.0 <= float(value) <= 1.0:
+        raise ValueError(
+            f"SimulationParams.{name}: {value} is not a probability; use a number in [0, 1]"
+        )
+
+
+def _per_difficulty(name: str, value: Any) -> tuple:
+    """A per-difficulty value from one number, a sequence of three, or a difficulty mapping."""
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - set(DIFFICULTIES))
+        missing = [d for d in DIFFICULTIES if d not in value]
+        if unknown or missing:
+            raise ValueError(
+                f"SimulationParams.{name}: a mapping needs exactly the keys {DIFFICULTIES} "
+                f"(unknown: {unknown}, missing: {missing})"
+            )
+        return tuple(value[d] for d in DIFFICULTIES)
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    return (value,) * len(DIFFICULTIES)
+
+
+__all__ = [
+    "DIFFICULTIES",
+    "LATENT_CLASSES",
+    "LATENT_FIELDS",
+    "PER_DIFFICULTY",
+    "Probs",
+    "SimulationParams",
+]
