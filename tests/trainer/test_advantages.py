@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import flowgrpo.trainer.algorithms.advantages as adv_mod
+from flowgrpo.rewards import weighted_sum
 from flowgrpo.trainer.algorithms.advantages import (
     adv_frac_extreme,
     available_estimators,
-    combine_rewards,
     compute_advantages,
     group_stats,
     register_estimator,
@@ -72,7 +72,7 @@ def test_grpo_weights_combine_components_before_normalising():
 
 def test_partially_nan_components_are_skipped_not_counted():
     # combined: 2*1 + (skip) = 2 ; (skip) + (skip) = NaN ; 2*0.5 + 3*2 = 7
-    c = combine_rewards(t(1, NAN, NAN, NAN, 0.5, 2).view(3, 2), [2.0, 3.0])
+    c = weighted_sum(t(1, NAN, NAN, NAN, 0.5, 2).view(3, 2), [2.0, 3.0])
     assert c[0].item() == 2.0 and math.isnan(c[1].item()) and c[2].item() == 7.0
 
 

@@ -7,8 +7,8 @@ import torch
 from trainer_fakes import PROSE, VALID, mixed, text_rollout
 
 from flowgrpo.operators.backends.scripted import ScriptedBackend
-from flowgrpo.trainer.loop import step as step_mod
 from flowgrpo.trainer.config import load_config
+from flowgrpo.trainer.loop import step as step_mod
 from flowgrpo.trainer.loop.trainer import Trainer
 
 REQUIRED = [

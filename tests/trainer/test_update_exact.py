@@ -112,7 +112,7 @@ def _grads(model):
 
 def _fixed(model, rollout, temperature, reference=False):
     k, out = rollout.group_size, []
-    with torch.no_grad(), (adapter_disabled(model) if reference else torch.no_grad()):
+    with torch.no_grad(), adapter_disabled(model) if reference else torch.no_grad():
         for g, prompt in enumerate(rollout.prompt_ids):
             rows = slice(g * k, (g + 1) * k)
             out.append(

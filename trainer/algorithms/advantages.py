@@ -8,6 +8,10 @@ Every estimator maps the reward components of one batch to one advantage per sam
   consecutive blocks of ``group_size`` samples (the K completions of one prompt). A component
   may be NaN ("unscorable", e.g. the executor server failed): it is skipped, never read as a
   score. A sample whose every component is NaN is *unscorable*.
+* The components are combined by :func:`flowgrpo.rewards.weighted_sum`, the one NaN-aware
+  weighted sum of the project: a NaN component is skipped WITHOUT renormalising the remaining
+  weights; a sample whose every component is NaN gets NaN (unscorable). The group-size rule is
+  :func:`flowgrpo.rewards.check_group_size`.
 * Estimators are pure functions registered by name (``register_estimator``); every call goes
   through the registry, unknown names raise ``ValueError`` listing the choices.
 
@@ -32,6 +36,7 @@ import torch
 from torch import Tensor
 
 from flowgrpo.registry import Registry
+from flowgrpo.rewards import check_group_size, weighted_sum
 
 #: ``fn(rewards_NC float64, group_size, weights_C float64, eps) -> adv_N float64``
 EstimatorFn = Callable[[Tensor, int, Tensor, float], Tensor]
@@ -80,16 +85,6 @@ def _as_rewards_NC(rewards) -> Tensor:
             "rewards contain ±inf; a reward component must be finite, or NaN when unscorable"
         )
     return r
-
-
-def _check_group_size(n: int, group_size: int) -> None:
-    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
-        raise ValueError(f"group_size must be a positive int, got {group_size!r}")
-    if n % group_size:
-        raise ValueError(
-            f"{n} samples do not split into groups of group_size={group_size} "
-            f"({n} % {group_size} = {n % group_size}); pass K completions for every prompt"
-        )
 
 
 def _as_weights_C(weights, c: int) -> Tensor:
@@ -148,28 +143,6 @@ def _batch_scale(values_N: Tensor, scorable_N: Tensor, eps: float, center: bool)
     return torch.where(scorable_N, (values_N - shift) / (vals.std() + eps), 0.0)
 
 
-def combine_rewards(
-    rewards_NC: Tensor, weights_C: Tensor | Sequence[float] | None = None
-) -> Tensor:
-    """Weighted NaN-aware sum of the reward components: [N, C] -> [N] (NaN when all NaN).
-
-    A NaN component is skipped (the sum runs over the present components only, as TRL's
-    ``nansum`` of weighted rewards); a sample with every component NaN is unscorable and gets
-    NaN, never 0. Note: skipping is *not* re-weighting: a sample missing a component with
-    positive weight sums fewer terms than its siblings. ``weights_C`` defaults to all 1.
-    Output dtype follows the input (float64 for integer input). A [N] input counts as C=1.
-    """
-    r = torch.as_tensor(rewards_NC)
-    if not r.is_floating_point():
-        r = r.to(torch.float64)
-    if r.dim() == 1:
-        r = r[:, None]
-    w = _as_weights_C(weights_C, r.shape[-1]).to(device=r.device, dtype=r.dtype)
-    present = ~torch.isnan(r)
-    total = torch.where(present, r * w, 0.0).sum(-1)
-    return torch.where(present.any(-1), total, math.nan)
-
-
 def compute_advantages(
     name: str,
     rewards: Tensor,
@@ -192,7 +165,7 @@ def compute_advantages(
     """
     fn = get_estimator(name)
     r_NC = _as_rewards_NC(rewards)
-    _check_group_size(r_NC.shape[0], group_size)
+    check_group_size(r_NC.shape[0], group_size)
     w_C = _as_weights_C(weights, r_NC.shape[1]).to(r_NC.device)
     if not (isinstance(eps, (int, float)) and eps >= 0 and math.isfinite(eps)):
         raise ValueError(f"eps must be a finite float >= 0, got {eps!r}")
@@ -221,7 +194,7 @@ def grpo_advantages(rewards_NC: Tensor, group_size: int, weights_C: Tensor, eps:
     difference (±1 with the population std). A valid workflow scoring 0.2 next to a sibling
     scoring 1.0 gets the same -0.71 as garbage would: this is why K >= 8 is the default.
     """
-    x_GK = combine_rewards(rewards_NC, weights_C).view(-1, group_size)
+    x_GK = weighted_sum(rewards_NC, weights_C).view(-1, group_size)
     m = _moments(x_GK)
     adv_GK = (x_GK - m.mean.unsqueeze(1)) / (m.std.unsqueeze(1) + eps)
     return _zero_rules(adv_GK, x_GK, m.flat)
@@ -237,7 +210,7 @@ def dr_grpo_advantages(
     easy or too hard prompts), the "question-level difficulty bias" of the paper. ``eps`` is
     unused.
     """
-    x_GK = combine_rewards(rewards_NC, weights_C).view(-1, group_size)
+    x_GK = weighted_sum(rewards_NC, weights_C).view(-1, group_size)
     m = _moments(x_GK)
     return _zero_rules(x_GK - m.mean.unsqueeze(1), x_GK, m.flat)
 
@@ -249,7 +222,7 @@ def rloo_advantages(rewards_NC: Tensor, group_size: int, weights_C: Tensor, eps:
     With n scorable samples and sum S: r_i - (S - r_i)/(n - 1) = n/(n - 1) * (r_i - mean), so
     it is Dr. GRPO scaled by n/(n - 1) per group. ``eps`` is unused.
     """
-    x_GK = combine_rewards(rewards_NC, weights_C).view(-1, group_size)
+    x_GK = weighted_sum(rewards_NC, weights_C).view(-1, group_size)
     m = _moments(x_GK)
     n = m.count.to(x_GK.dtype)
     scale_G = n / (n - 1).clamp_min(1)
@@ -267,7 +240,7 @@ def global_advantages(rewards_NC: Tensor, group_size: int, weights_C: Tensor, ep
     ``scale_rewards="batch"`` is the same idea but divides by the std of the raw rewards,
     which also includes the between-group spread; not used here.
     """
-    combined_N = combine_rewards(rewards_NC, weights_C)
+    combined_N = weighted_sum(rewards_NC, weights_C)
     x_GK = combined_N.view(-1, group_size)
     m = _moments(x_GK)
     centred_N = _zero_rules(x_GK - m.mean.unsqueeze(1), x_GK, m.flat)
@@ -295,7 +268,7 @@ def gdpo_advantages(rewards_NC: Tensor, group_size: int, weights_C: Tensor, eps:
     m = _moments(x_GKC)  # statistics per (group, component): [G, C]
     z_GKC = (x_GKC - m.mean.unsqueeze(1)) / (m.std.unsqueeze(1) + eps)
     z_GKC = torch.where(m.flat.unsqueeze(1) & ~torch.isnan(x_GKC), 0.0, z_GKC)
-    s_N = combine_rewards(z_GKC.reshape(n, c), weights_C)
+    s_N = weighted_sum(z_GKC.reshape(n, c), weights_C)
     s_GK = s_N.view(-1, group_size)
     adv_N = _batch_scale(s_N, ~torch.isnan(s_N), eps, center=True)
     return _zero_rules(adv_N.view_as(s_GK), s_GK, _moments(s_GK).flat)
@@ -319,7 +292,7 @@ def group_stats(combined_N: Tensor, group_size: int) -> dict:
     * ``frac_unscorable`` (float): share of samples whose combined reward is NaN.
     """
     c_N = torch.as_tensor(combined_N, dtype=torch.float64).reshape(-1)
-    _check_group_size(c_N.numel(), group_size)
+    check_group_size(c_N.numel(), group_size)
     m = _moments(c_N.view(-1, group_size))
     spread = m.count >= 2
     return {

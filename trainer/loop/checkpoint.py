@@ -16,13 +16,16 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import numpy as np
+import torch
+from peft import set_peft_model_state_dict
+from safetensors.torch import load_file
+
 logger = logging.getLogger(__name__)
 _NAME = re.compile(r"^checkpoint-(\d+)$")
 
 
 def rng_state() -> dict:
-    import numpy as np
-    import torch
 
     return {
         "python": random.getstate(),
@@ -32,8 +35,6 @@ def rng_state() -> dict:
 
 
 def set_rng_state(state: dict) -> None:
-    import numpy as np
-    import torch
 
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
@@ -44,7 +45,6 @@ def save_checkpoint(
     run_dir: str | Path, step: int, model, optimizer, scheduler, trainer_state: dict, keep: int = 2
 ) -> Path:
     """Write ``run_dir/checkpoint-{step}`` atomically and prune old ones; returns its path."""
-    import torch
 
     run_dir = Path(run_dir)
     final = run_dir / f"checkpoint-{step}"
@@ -108,9 +108,6 @@ def _prune(run_dir: Path, keep: int) -> None:
 
 def load_checkpoint(path: str | Path, model, optimizer, scheduler) -> dict:
     """Load adapter weights, optimizer, scheduler and RNG states; returns the trainer state."""
-    import torch
-    from peft import set_peft_model_state_dict
-    from safetensors.torch import load_file
 
     path = Path(path)
     adapter_file = path / "adapter" / "adapter_model.safetensors"

@@ -10,13 +10,16 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
+import torch
+from peft import LoraConfig, get_peft_model
+
+from flowgrpo.operators.backends.hf import load_hf_model
+
 logger = logging.getLogger(__name__)
 
 
 def load_policy(model_cfg, lora_cfg):
     """(peft model in train mode, tokenizer) from the ``model`` and ``lora`` config sections."""
-
-    from flowgrpo.operators.backends.hf import load_hf_model
 
     model, tokenizer = load_hf_model(
         model_cfg.name_or_path, gguf_file=model_cfg.gguf_file, dtype=model_cfg.dtype
@@ -26,7 +29,6 @@ def load_policy(model_cfg, lora_cfg):
 
 def wrap_lora(model, lora_cfg, gradient_checkpointing: bool = False):
     """Add a fresh LoRA adapter to ``model`` (base weights frozen)."""
-    from peft import LoraConfig, get_peft_model
 
     targets = list(lora_cfg.target_modules)
     config = LoraConfig(
@@ -74,7 +76,6 @@ def merged_adapter(model, enabled: bool = True) -> Iterator[None]:
     far from it in bf16), so the base weights of the adapted layers are stashed before the merge
     and copied back afterwards: they are bit-identical after every step.
     """
-    import torch
 
     can_merge = enabled and hasattr(model, "merge_adapter")
     stash = {}

@@ -13,6 +13,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import torch
+from transformers import DynamicCache
+
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.loop.policy import merged_adapter
 from flowgrpo.trainer.loop.prompt import render_prompt
@@ -50,8 +53,6 @@ class Rollout:
 
     def select_groups(self, keep: Sequence[int]) -> Rollout:
         """The rollout restricted to the groups in ``keep`` (dynamic sampling)."""
-        import torch
-
         k = self.group_size
         rows = torch.tensor([g * k + j for g in keep for j in range(k)], dtype=torch.long)
         return Rollout(
@@ -68,8 +69,6 @@ class Rollout:
 
 def completion_mask(completion_ids_NT, eos_ids: Sequence[int]):
     """(mask_NT, truncated_N): tokens up to and including the first EOS; rows with no EOS."""
-    import torch
-
     is_eos_NT = torch.zeros_like(completion_ids_NT, dtype=torch.bool)
     for eos in eos_ids:
         is_eos_NT |= completion_ids_NT == eos
@@ -94,8 +93,6 @@ def prefill_prompts(model, prompt_ids: Sequence, group_size: int):
     mask. ``generate`` then only runs the last prompt token before sampling, instead of
     prefilling every prompt K times.
     """
-    import torch
-    from transformers import DynamicCache
 
     device = next(model.parameters()).device
     width = max(len(ids) for ids in prompt_ids) - 1
@@ -130,18 +127,13 @@ def generate_rollout(
     ``temperature <= 0`` decodes greedily (evaluation with K = 1). With ``prefill_once`` each
     prompt is prefilled once and its KV cache repeated K times (:func:`prefill_prompts`).
     """
-    import torch
-
     start = time.perf_counter()
     texts = [render_prompt(p, tokenizer) for p in problems]
     prompt_ids = [torch.tensor(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
-    side, tokenizer.padding_side = tokenizer.padding_side, "left"
-    try:
-        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-    finally:
-        tokenizer.padding_side = side
+    enc = _left_padded(tokenizer, texts)
     device = next(model.parameters()).device
     eos = _eos_ids(model, tokenizer)
+    # top_k=0: no top-k filter; the log-probs of the update use the full tempered distribution.
     sampling = (
         {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
         if temperature > 0
@@ -157,30 +149,27 @@ def generate_rollout(
             if prefill_once:
                 extra = {"past_key_values": prefill_prompts(model, prompt_ids, group_size)}
             out = model.generate(
-                input_ids=ids,
-                attention_mask=mask,
-                **sampling,
-                **extra,
-                max_new_tokens=max_new_tokens,
-                eos_token_id=eos,
+                input_ids=ids, attention_mask=mask, **sampling, **extra,
+                max_new_tokens=max_new_tokens, eos_token_id=eos,
                 pad_token_id=tokenizer.pad_token_id,
-            )
+            )  # fmt: skip
     finally:
         model.train(was_training)
-    return _make_rollout(
-        problems,
-        group_size,
-        prompt_ids,
-        out[:, ids.shape[1] :].cpu(),
-        eos,
-        tokenizer,
-        time.perf_counter() - start,
-    )
+    completions = out[:, ids.shape[1] :].cpu()
+    seconds = time.perf_counter() - start
+    return _make_rollout(problems, group_size, prompt_ids, completions, eos, tokenizer, seconds)
+
+
+def _left_padded(tokenizer, texts: list[str]):
+    """The prompts as one left-padded batch (the tokenizer's padding side is restored)."""
+    side, tokenizer.padding_side = tokenizer.padding_side, "left"
+    try:
+        return tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    finally:
+        tokenizer.padding_side = side
 
 
 def _make_rollout(problems, group_size, prompt_ids, completion_ids_NT, eos, tokenizer, seconds):
-    import torch
-
     if completion_ids_NT.shape[1] == 0:  # nothing generated at all
         completion_ids_NT = torch.full((len(completion_ids_NT), 1), eos[0], dtype=torch.long)
     mask_NT, truncated_N = completion_mask(completion_ids_NT, eos)
@@ -228,8 +217,6 @@ class ProblemSampler:
 
 def concat_rollouts(parts: Sequence[Rollout]) -> Rollout:
     """One rollout from several (groups in order); completions re-padded to the longest."""
-    import torch
-
     if len(parts) == 1:
         return parts[0]
     width = max(p.completion_ids_NT.shape[1] for p in parts)

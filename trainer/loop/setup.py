@@ -9,16 +9,23 @@ import logging
 import math
 from pathlib import Path
 
+import torch
+from accelerate.utils import set_seed
+
+from flowgrpo.operators.backends import make_backend
+from flowgrpo.operators.backends.tiny import TINY_NAME, build_tiny_model
+from flowgrpo.operators.cache import ExecutionCache
+from flowgrpo.operators.interpreter import Limits
+from flowgrpo.operators.tasks import load_task
+from flowgrpo.trainer.loop.policy import _pad, load_policy, wrap_lora
+from flowgrpo.trainer.loop.rollout import ProblemSampler
+from flowgrpo.trainer.monitoring.metrics import MetricsWriter
+
 logger = logging.getLogger(__name__)
 
 
 def policy(cfg, model=None, tokenizer=None, device=None):
     """(LoRA-wrapped policy on ``device``, tokenizer): given, tiny-random, or loaded."""
-    import torch
-    from accelerate.utils import set_seed
-
-    from flowgrpo.operators.backends.tiny import TINY_NAME, build_tiny_model
-    from flowgrpo.trainer.loop.policy import _pad, load_policy, wrap_lora
 
     set_seed(cfg.optim.seed)  # identical LoRA initialisation on every rank
     if model is None and cfg.model.name_or_path == TINY_NAME:
@@ -39,7 +46,6 @@ def policy(cfg, model=None, tokenizer=None, device=None):
 
 def optimizer(cfg, model):
     """AdamW over the LoRA parameters and a warmup + constant/cosine LR schedule."""
-    import torch
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
@@ -59,8 +65,6 @@ def optimizer(cfg, model):
 
 def sampler(cfg, rank: int):
     """The training problems (train split) and a seeded sampler (offset per rank)."""
-    from flowgrpo.operators.tasks import load_task
-    from flowgrpo.trainer.loop.rollout import ProblemSampler
 
     problems = load_task(
         cfg.rollout.task, n=cfg.rollout.train_size, seed=cfg.rollout.seed, split="train"
@@ -70,8 +74,6 @@ def sampler(cfg, rank: int):
 
 def executor(cfg, model, tokenizer, given=None):
     """(executor backend, interpreter limits) for ``rollout.executor``."""
-    from flowgrpo.operators.backends import make_backend
-    from flowgrpo.operators.interpreter import Limits
 
     r = cfg.rollout
     limits = Limits(max_llm_calls=r.executor_max_calls, max_seconds=r.executor_max_seconds)
@@ -99,13 +101,11 @@ def executor(cfg, model, tokenizer, given=None):
 
 
 def cache(cfg, run_dir: Path):
-    from flowgrpo.operators.cache import ExecutionCache
 
     path = cfg.rollout.cache_path
     return ExecutionCache(run_dir / path if path else None)
 
 
 def writer(cfg, run_dir: Path, main_process: bool):
-    from flowgrpo.trainer.monitoring.metrics import MetricsWriter
 
     return MetricsWriter(run_dir, cfg.logging.tensorboard) if main_process else None

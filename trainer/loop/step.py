@@ -30,8 +30,14 @@ import torch
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.llm import LLM
 from flowgrpo.operators.tasks.base import Problem
-from flowgrpo.rewards import RecentWorkflows, RewardTable, prepare_samples, score_samples
-from flowgrpo.trainer.algorithms.advantages import combine_rewards, compute_advantages, group_stats
+from flowgrpo.rewards import (
+    RecentWorkflows,
+    RewardTable,
+    prepare_samples,
+    score_samples,
+    weighted_sum,
+)
+from flowgrpo.trainer.algorithms.advantages import compute_advantages, group_stats
 from flowgrpo.trainer.config import TrainConfig
 from flowgrpo.trainer.loop.rollout import Rollout, concat_rollouts, generate_rollout
 from flowgrpo.trainer.monitoring.metrics import rollout_metrics
@@ -182,7 +188,7 @@ def compute_train_advantages(config: TrainConfig, train: Scored | None) -> torch
 
 
 def _combined(table: RewardTable) -> np.ndarray:
-    return combine_rewards(torch.tensor(table.scores), torch.tensor(table.weights)).numpy()
+    return np.asarray(weighted_sum(table.scores, table.weights))
 
 
 def rollout_metrics_of(first: Scored) -> dict:

@@ -230,7 +230,7 @@ class Trainer:
         out = dict(metrics)
         for i, key in enumerate(keys):
             n = t[len(keys) + i]
-            out[key] = t[i] / n if n else math.nan
+            out[key] = t[i] if key in _SUMMED else (t[i] / n if n else math.nan)
         return out
 
     def _maybe_rollback(self, metrics: dict) -> bool:
@@ -248,8 +248,7 @@ class Trainer:
         event = collapse_at(
             [*history, metrics],
             len(history),
-            health.collapse_fallback_jump,
-            health.collapse_validity_drop,
+            health.collapse_rule,
         )
         if event is None:
             return False
@@ -265,6 +264,10 @@ class Trainer:
         )  # fmt: skip
         self.snapshot = None
         return True
+
+
+#: Counts that add up over processes (the rest are averaged).
+_SUMMED = frozenset({"num_completions", "kept_groups", "resampled_groups"})
 
 
 def _is_number(value) -> bool:

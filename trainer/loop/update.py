@@ -175,7 +175,12 @@ def _backward_groups(model, batch, settings, stats, old_NT, ref_NT) -> dict:
             if key in metrics:
                 sums.setdefault(key, 0.0)
                 sums[key] += metrics[key] * metrics["n_tokens"]
-        _add_cov_sums(sums["cov"], logp_KT.detach(), adv_K, train_mask(mask_KT, r.truncated_N[rows].to(device), cfg))
+        _add_cov_sums(
+            sums["cov"],
+            logp_KT.detach(),
+            adv_K,
+            train_mask(mask_KT, r.truncated_N[rows].to(device), cfg),
+        )
     return sums
 
 
@@ -218,7 +223,9 @@ def _sync_and_clip(params: list, max_norm: float, world_size: int) -> float:
     return float(torch.linalg.vector_norm(torch.stack([g.grad.norm() for g in grads])))
 
 
-def accumulate_gradients(model, batch: UpdateBatch | None, settings: UpdateSettings, old_NT=None, ref_NT=None) -> dict:
+def accumulate_gradients(
+    model, batch: UpdateBatch | None, settings: UpdateSettings, old_NT=None, ref_NT=None
+) -> dict:
     """Zero the grads, then backward every group's share of the step's loss (no optimizer
     step, no all-reduce): the gradient equals that of the whole-batch loss. Returns metrics."""
     for p in model.parameters():
