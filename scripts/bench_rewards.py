@@ -18,7 +18,13 @@ import time
 from flowgrpo.dsl import canonical, validate
 from flowgrpo.dsl.generate import random_workflow
 from flowgrpo.operators.tasks.base import Problem
-from flowgrpo.rewards import RewardOptions, RewardSpec, get_component, prepare_samples, score_samples
+from flowgrpo.rewards import (
+    RewardOptions,
+    RewardSpec,
+    get_component,
+    prepare_samples,
+    score_samples,
+)
 
 _PROSE = "### Step 1: Analyze the problem\nWe add the numbers and get the result."
 

@@ -221,9 +221,7 @@ class OptimConfig:
 
     def __post_init__(self):
         check(self.lr > 0 and math.isfinite(self.lr), "optim.lr", "must be a positive number")
-        check(
-            self.scheduler in ("constant", "cosine"), "optim.scheduler", "use constant or cosine"
-        )
+        check(self.scheduler in ("constant", "cosine"), "optim.scheduler", "use constant or cosine")
         check(self.max_steps >= 1, "optim.max_steps", "must be >= 1")
         check(self.max_grad_norm >= 0, "optim.max_grad_norm", "must be >= 0 (0 disables)")
 

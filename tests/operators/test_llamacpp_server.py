@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from flowgrpo.operators.backends.hf import default_model_path
 from flowgrpo.operators.backends.openai_http import OpenAIBackend
 from flowgrpo.operators.llm import GenerationRequest, user
-from flowgrpo.trainer.cli import main
+from flowgrpo.trainer.cli.app import main
 
 pytestmark = pytest.mark.slow
 

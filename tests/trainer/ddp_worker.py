@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from trainer_fakes import PROSE, VALID, text_rollout
 
 from flowgrpo.operators.backends.scripted import ScriptedBackend
-from flowgrpo.trainer.loop import step as step_mod
 from flowgrpo.trainer.config import load_config
+from flowgrpo.trainer.loop import step as step_mod
 from flowgrpo.trainer.loop.trainer import Trainer
 
 out = Path(sys.argv[1])
