@@ -49,11 +49,11 @@ def _siblings(need_landlock: bool):
     """Import ``_guard`` (and ``_landlock``) from this file's folder, then forget the folder."""
     sys.path.insert(0, _HERE)
     try:
-        import _guard
+        import _guard  # child: a sibling file, importable only while _HERE is on sys.path
 
         _landlock = None
         if need_landlock:
-            import _landlock
+            import _landlock  # optional: only when the kernel layer is wanted
     finally:
         sys.path.remove(_HERE)
     return _guard, _landlock
@@ -179,7 +179,7 @@ def _setup(work: str, code_path: str, uid: int, gid: int, abi: int) -> None:
 def _report(exc: BaseException) -> None:
     """Print the program's traceback, without the frames of this file and of the audit hook."""
     try:
-        import traceback
+        import traceback  # heavy: ~3 ms of every run's start-up, paid only on an error
 
         shown = traceback.TracebackException(type(exc), exc, exc.__traceback__)
         todo, seen = [shown], set()
@@ -205,7 +205,7 @@ def _compile(code_path: str, syntax_exit: int):
     except (SyntaxError, ValueError) as exc:
         if not isinstance(exc, SyntaxError):
             exc = SyntaxError(str(exc))
-        import traceback  # only now: importing it costs ~3 ms of every run's start-up
+        import traceback  # heavy: ~3 ms of every run's start-up, paid only on an error
 
         sys.stderr.write("".join(traceback.format_exception_only(type(exc), exc)))
         sys.stderr.flush()
@@ -213,8 +213,8 @@ def _compile(code_path: str, syntax_exit: int):
 
 
 def main() -> None:
-    import builtins
-    import types
+    import builtins  # child: after the audit hook's setup, as the prelude's first act
+    import types  # child: idem
 
     code_path, work = sys.argv[1:3]
     syntax_exit, memory_exit, setup_exit, uid, gid, abi = map(int, sys.argv[3:9])

@@ -111,7 +111,7 @@ def install(work: str, readable: list[str], writable_files: list[str]) -> None:
     sys.addaudithook(_make_hook(policy))
     _wrap_os_open(policy)
     try:
-        import _posixsubprocess
+        import _posixsubprocess  # optional: absent on some Python builds
     except ImportError:
         return
 
