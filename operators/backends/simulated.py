@@ -13,8 +13,8 @@ show that it learns to pick better workflows; here the expected accuracy of ever
 known exactly (:func:`operators.simulation.analyze`), so a run can report its regret.
 
 Determinism: each draw hashes (seed, problem id, operator, the call's index in its run, the
-prompt) and the problem's latent class hashes (seed, problem id): fixed seed, fixed results,
-however requests are batched or ordered. The call index comes from
+prompt) and the problem's latent class hashes (seed, problem id, question): fixed seed, fixed
+results, however requests are batched or ordered. The call index comes from
 :class:`~operators.llm.RequestContext`, which the operators attach to every request.
 
 Not handled: code problems (CustomCodeGenerate, Test) and QA; such requests, and requests
@@ -113,7 +113,7 @@ class SimulatedExecutor:
         level = self.params.difficulty(problem.meta.get("difficulty"))
         latent = self.latent
         if latent is None:
-            latent = model.latent_of(self.params, self.seed, problem.id)
+            latent = model.latent_of(self.params, self.seed, problem.id, problem.question)
         prompt = request.messages[-1].content
         digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:16]
         call = _Call(self, problem, self.params.probs(level, latent), prompt, context, digest)

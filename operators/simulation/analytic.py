@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from flowgrpo.dsl import Cond, Loop, Node, Op, Parallel, Seq, Workflow, validate
+from flowgrpo.dsl import Cond, Loop, Node, Op, Parallel, Seq, Workflow, validate, walk
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.simulation import model
 from flowgrpo.operators.simulation.model import NONE, RIGHT, WRONG
@@ -182,7 +182,7 @@ def _analyze_level(
             limits.max_llm_calls,
         )
         start = _S(NONE, 0, 0, False, False, 0, False)
-        for s, p in _exec(root, {start: 1.0}, ctx).items():
+        for s, p in _run_root(root, start, ctx).items():
             accuracy += weight * p * (s.sol == RIGHT)
             stop += weight * p * s.stopped
             calls[s.calls] = calls.get(s.calls, 0.0) + weight * p
@@ -191,6 +191,32 @@ def _analyze_level(
 
 
 # --------------------------------------------------------------------------- the walk
+
+
+def _run_root(root: Node, start: _S, ctx: _Ctx) -> Dist:
+    """The whole workflow. Between top-level steps, parts of the state that no later step
+    reads are forgotten (candidates without a later ensembler, a critique without a later
+    Revise, the verdict, which only a loop or a conditional reads after resetting it), so
+    states that differ only there merge; the result is the same, found faster."""
+    steps = root.steps if isinstance(root, Seq) else (root,)
+    dist: Dist = {start: 1.0}
+    for i, step in enumerate(steps):
+        dist = _exec(step, dist, ctx)
+        later = {n.name for rest in steps[i + 1 :] for n in walk(rest) if isinstance(n, Op)}
+        keep_candidates = bool(later & {"ScEnsemble", "MdEnsemble"})
+        keep_critique = "Revise" in later
+        forgotten: Dist = {}
+        for s, p in dist.items():
+            if not s.stopped:
+                s = s._replace(
+                    n=s.n if keep_candidates else 0,
+                    c=s.c if keep_candidates else 0,
+                    critique=s.critique and keep_critique,
+                    passed=False,
+                )
+            _add(forgotten, s, p)
+        dist = forgotten
+    return dist
 
 
 def _add(out: Dist, s: _S, p: float) -> None:

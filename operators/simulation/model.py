@@ -46,9 +46,11 @@ def choose(weights: Sequence[float], u: float) -> int:
     return last  # rounding: u at the very top of the range
 
 
-def latent_of(params: SimulationParams, seed: int, problem_id: str) -> int:
-    """The problem's latent class (index into ``LATENT_CLASSES``), drawn once per problem."""
-    return params.latent_class(unit_draw(seed, problem_id, "latent"))
+def latent_of(params: SimulationParams, seed: int, problem_id: str, question: str) -> int:
+    """The problem's latent class (index into ``LATENT_CLASSES``), drawn once per problem (its
+    id and text: generators may reuse ids across seeds)."""
+    digest = hashlib.sha256(question.encode("utf-8")).hexdigest()[:16]
+    return params.latent_class(unit_draw(seed, problem_id, digest, "latent"))
 
 
 def latent_classes(params: SimulationParams) -> list[tuple[int, float]]:
