@@ -25,6 +25,17 @@ import tempfile
 import time
 from pathlib import Path
 
+from peft import LoraConfig
+
+from flowgrpo.operators.backends.hf import load_hf_model
+from flowgrpo.operators.tasks import load_task
+from flowgrpo.rewards.components import get_component
+from flowgrpo.rewards.sample import make_sample
+from flowgrpo.rewards.spec import RewardOptions
+from flowgrpo.trainer.config import load_config
+from flowgrpo.trainer.loop.prompt import build_messages
+from flowgrpo.trainer.loop.trainer import Trainer
+
 K, NEW_TOKENS, LR, TEMPERATURE = 8, 32, 1e-5, 1.0
 
 
@@ -33,8 +44,6 @@ def _peak_rss_gb() -> float:
 
 
 def run_ours(steps: int, out: Path) -> dict:
-    from flowgrpo.trainer.config import load_config
-    from flowgrpo.trainer.loop.trainer import Trainer
 
     cfg = load_config(
         None,
@@ -62,46 +71,10 @@ def run_ours(steps: int, out: Path) -> dict:
     }
 
 
-def run_trl(steps: int, out: Path, checkpointing: bool) -> dict:
-    from datasets import Dataset
-    from peft import LoraConfig
-    from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+def _trl_args(steps: int, out: Path, checkpointing: bool):
+    from trl import GRPOConfig  # optional: trl, only for the side-by-side run
 
-    from flowgrpo.dsl import extract
-    from flowgrpo.operators.backends.hf import load_hf_model
-    from flowgrpo.operators.tasks import load_task
-    from flowgrpo.rewards.components import get_component
-    from flowgrpo.rewards.sample import make_sample
-    from flowgrpo.rewards.spec import RewardOptions
-    from flowgrpo.trainer.loop.prompt import build_messages
-
-    model, tok = load_hf_model("default")
-    problems = load_task("arithmetic", n=64, seed=0, split="train")
-    data = Dataset.from_list(
-        [{"prompt": build_messages(p), "pid": i} for i, p in enumerate(problems)]
-    )
-    validity, options = get_component("validity"), RewardOptions()
-
-    def reward(prompts, completions, pid, **_):
-        texts = [c[0]["content"] if isinstance(c, list) else c for c in completions]
-        group = [make_sample(problems[i], t) for i, t in zip(pid, texts)]
-        return [float(x) for x in validity(group, options, None)]
-
-    times, lengths = [], []
-
-    class Timer(TrainerCallback):
-        def on_step_begin(self, *a, **k):
-            self.t = time.perf_counter()
-
-        def on_step_end(self, *a, **k):
-            times.append(time.perf_counter() - self.t)
-
-        def on_log(self, args, state, control, logs=None, **k):
-            if logs and "completions/mean_length" in logs:
-                lengths.append(logs["completions/mean_length"])
-
-    args = GRPOConfig(
+    return GRPOConfig(
         output_dir=str(out),
         per_device_train_batch_size=K,
         num_generations=K,
@@ -119,6 +92,45 @@ def run_trl(steps: int, out: Path, checkpointing: bool) -> dict:
         disable_dropout=True,
         dataloader_num_workers=0,
     )
+
+
+def _validity_reward(problems):
+    """TRL reward function: flowgrpo's validity component on each completion."""
+    validity, options = get_component("validity"), RewardOptions()
+
+    def reward(prompts, completions, pid, **_):
+        texts = [c[0]["content"] if isinstance(c, list) else c for c in completions]
+        group = [make_sample(problems[i], t) for i, t in zip(pid, texts)]
+        return [float(x) for x in validity(group, options, None)]
+
+    return reward
+
+
+def run_trl(steps: int, out: Path, checkpointing: bool) -> dict:
+    # optional: trl and datasets, only for the side-by-side run
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOTrainer
+
+    model, tok = load_hf_model("default")
+    problems = load_task("arithmetic", n=64, seed=0, split="train")
+    data = Dataset.from_list(
+        [{"prompt": build_messages(p), "pid": i} for i, p in enumerate(problems)]
+    )
+    times, lengths = [], []
+
+    class Timer(TrainerCallback):
+        def on_step_begin(self, *a, **k):
+            self.t = time.perf_counter()
+
+        def on_step_end(self, *a, **k):
+            times.append(time.perf_counter() - self.t)
+
+        def on_log(self, args, state, control, logs=None, **k):
+            if logs and "completions/mean_length" in logs:
+                lengths.append(logs["completions/mean_length"])
+
+    args = _trl_args(steps, out, checkpointing)
     lora = LoraConfig(
         r=16,
         lora_alpha=32,
@@ -127,7 +139,7 @@ def run_trl(steps: int, out: Path, checkpointing: bool) -> dict:
     )
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=[reward],
+        reward_funcs=[_validity_reward(problems)],
         args=args,
         train_dataset=data,
         processing_class=tok,
@@ -135,7 +147,6 @@ def run_trl(steps: int, out: Path, checkpointing: bool) -> dict:
         callbacks=[Timer()],
     )
     trainer.train()
-    _ = extract  # the reward uses the same extraction as flowgrpo
     return {
         "step_times": times,
         "gen_times": [],

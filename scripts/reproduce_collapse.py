@@ -88,7 +88,7 @@ def summarize(name: str, seed: int, run_dir: Path) -> dict:
     health, _ = load_health_config(run_dir)
     history = read_jsonl(run_dir / "metrics.jsonl")
     samples = read_jsonl(run_dir / "samples.jsonl")
-    detector = replay(history, health.collapse_fallback_jump, health.collapse_validity_drop)
+    detector = replay(history, health.collapse_rule)
     entropy = [m["entropy"] for m in history if m.get("entropy") is not None]
     tail = history[-3:]
 

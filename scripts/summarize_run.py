@@ -46,39 +46,49 @@ def _window(history: list[dict], key: str, part: slice) -> float:
     return statistics.mean(values) if values else float("nan")
 
 
-def section(run_dir: Path, name: str, command: str, out: Path) -> str:
-    history = read_jsonl(run_dir / "metrics.jsonl")
-    report = diagnose(run_dir)
-    fig = out / "figures" / f"{name}.png"
-    _figure(history, fig)
+KEYS = (
+    "fallback_rate",
+    "validity_rate",
+    "reward",
+    "entropy",
+    "distinct_workflows",
+    "frac_reward_zero_std",
+    "step_time",
+)
+
+
+def _thirds_table(history: list[dict]) -> list[str]:
     n = len(history)
     third = max(n // 3, 1)
     first, last = slice(0, third), slice(n - third, n)
-    keys = (
-        "fallback_rate",
-        "validity_rate",
-        "reward",
-        "entropy",
-        "distinct_workflows",
-        "frac_reward_zero_std",
-        "step_time",
-    )
     rows = ["| metric | first third of the run | last third |", "|---|---|---|"]
-    rows += [
+    return rows + [
         f"| {k} | {_window(history, k, first):.3f} | {_window(history, k, last):.3f} |"
-        for k in keys
+        for k in KEYS
     ]
-    per_step = [
+
+
+def _per_step_table(history: list[dict]) -> list[str]:
+    rows = [
         "| step | fallback | valid | reward | entropy | distinct | rollback | s |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    per_step += [
+    return rows + [
         f"| {m['step']} | {m['fallback_rate']:.2f} | {m['validity_rate']:.2f} | "
         f"{m['reward']:.3f} | {m.get('entropy') or float('nan'):.2f} | "
         f"{m['distinct_workflows']} | {'yes' if m.get('rollback') else ''} | "
         f"{m['step_time']:.0f} |"
         for m in history
     ]
+
+
+def section(run_dir: Path, name: str, command: str, out: Path) -> str:
+    history = read_jsonl(run_dir / "metrics.jsonl")
+    report = diagnose(run_dir)
+    fig = out / "figures" / f"{name}.png"
+    _figure(history, fig)
+    n = len(history)
+    rows, per_step = _thirds_table(history), _per_step_table(history)
     alerts = (
         ", ".join(
             f"{c.name} (first at step {c.steps[0]}, {len(c.steps)} steps)"
