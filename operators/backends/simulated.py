@@ -60,7 +60,7 @@ class SimulatedExecutor:
             or None for the defaults.
         seed: any integer; part of every draw and of ``settings_key``.
         chooser: how draws are made; default hashes the draw's key. Exact enumeration
-            (:func:`operators.simulation.enumerate_exact`) replaces it.
+            (:func:`operators.simulation.exact.enumerate_exact`) replaces it.
         latent: force every problem's latent class (exact enumeration); None draws it per
             problem from ``params.latent_shares``.
     """
@@ -180,9 +180,9 @@ class _Call:
             -1 if self.unit(label + "-sign") < 0.5 and self.reference - offset * scale >= 0 else 1
         )
         wrong = self.reference + sign * offset * scale
-        while check_answer(self.problem, _number(wrong)).correct:  # far from tight tolerances
+        while check_answer(self.problem, _number(wrong)).correct:  # a loose tolerance: go further
             offset *= 2
-            wrong = self.reference + sign * offset * scale
+            wrong = self.reference + offset * scale
         return _number(wrong)
 
 

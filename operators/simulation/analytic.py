@@ -35,13 +35,24 @@ from flowgrpo.dsl import Cond, Loop, Node, Op, Parallel, Seq, Workflow, validate
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.simulation import model
 from flowgrpo.operators.simulation.model import NONE, RIGHT, WRONG
-from flowgrpo.operators.simulation.params import Probs, SimulationParams
+from flowgrpo.operators.simulation.params import DIFFICULTIES, Probs, SimulationParams
 
-Difficulty = str | Mapping[str, float]
-"""A difficulty name, or a mix ``{difficulty: weight}`` (weights are normalised)."""
+Difficulty = str | Mapping[str, float] | None
+"""A difficulty name, a mix ``{difficulty: weight}`` (weights are normalised), or None for
+``SimulationParams.default_difficulty`` (problems that carry no difficulty)."""
 
-_SIMULATED = {"Custom", "AnswerGenerate", "Programmer", "Review", "Revise", "Format"}
-_SIMULATED |= {"ScEnsemble", "MdEnsemble"}
+_SIMULATED = frozenset(
+    (
+        "Custom",
+        "AnswerGenerate",
+        "Programmer",
+        "Review",
+        "Revise",
+        "Format",
+        "ScEnsemble",
+        "MdEnsemble",
+    )
+)
 
 
 class _S(NamedTuple):
@@ -112,7 +123,7 @@ def analyze(
     params = params or SimulationParams()
     limits = limits or Limits()
     canonical = _checked(workflow)
-    mix = _mix(difficulty)
+    mix = _mix(difficulty, params)
     parts = [(w, _analyze_level(canonical, params, level, limits)) for level, w in mix]
     calls: dict[int, float] = {}
     for w, stats in parts:
@@ -157,9 +168,13 @@ def _checked(workflow: Workflow | str) -> str:
     return report.canonical
 
 
-def _mix(difficulty: Difficulty) -> list[tuple[str, float]]:
-    if isinstance(difficulty, str):
-        return [(difficulty, 1.0)]
+def _mix(difficulty: Difficulty | None, params: SimulationParams) -> list[tuple[str, float]]:
+    """(difficulty, weight) pairs; None is the default difficulty, unknown names raise."""
+    if difficulty is None or isinstance(difficulty, str):
+        difficulty = {difficulty or params.default_difficulty: 1.0}
+    unknown = sorted(set(difficulty) - set(DIFFICULTIES))
+    if unknown:
+        raise ValueError(f"unknown difficulty {unknown}; use one of {DIFFICULTIES} (or None)")
     total = float(sum(difficulty.values()))
     if total <= 0 or any(w < 0 for w in difficulty.values()):
         raise ValueError(f"difficulty mix weights must be >= 0 with a positive sum: {difficulty}")

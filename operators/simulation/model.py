@@ -109,7 +109,9 @@ def candidate_weights(right: Sequence[bool], skill: float) -> list[float]:
     :func:`pick_right` spread evenly over the right (wrong) candidates."""
     n, c = len(right), sum(right)
     q = pick_right(n, c, skill)
-    return [(q / c if r else (1.0 - q) / (n - c)) if (c if r else n - c) else 0.0 for r in right]
+    per_right = q / c if c else 0.0
+    per_wrong = (1.0 - q) / (n - c) if n > c else 0.0
+    return [per_right if r else per_wrong for r in right]
 
 
 @lru_cache(maxsize=4096)

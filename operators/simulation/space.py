@@ -159,8 +159,14 @@ def regret(
     cost_weight: float = 0.0,
     cost_max_calls: int = 20,
 ) -> Regret:
-    """Best expected reward (:func:`best_workflow`) minus ``workflow``'s; None (no valid
-    workflow) scores 0. Raises ``ValueError`` for an invalid or unsimulated workflow."""
+    """Best expected reward (:func:`best_workflow`) minus ``workflow``'s.
+
+    None, or text that is not a valid math workflow, scores 0 (as the accuracy reward gives a
+    fallback or an invalid workflow); ``Regret.workflow`` is then None. A valid workflow with an
+    operator the simulation does not model (CustomCodeGenerate, Test) raises ``ValueError``.
+    Pass the run's ``limits`` (e.g. ``Limits(max_llm_calls=executor_max_calls)``): the call
+    budget changes what a workflow achieves.
+    """
     params = params or SimulationParams()
     weights = {
         "accuracy_weight": accuracy_weight,
@@ -168,9 +174,10 @@ def regret(
         "cost_max_calls": cost_max_calls,
     }
     best = best_workflow(params, difficulty, candidates, limits, **weights)
-    if workflow is None:
+    report = validate(workflow, domain="math") if workflow is not None else None
+    if report is None or not report.ok:
         return Regret(None, 0.0, best.workflow, best.reward, best.reward)
-    text = _text(workflow)
+    text = report.canonical
     own = expected_reward(analyze(text, params, difficulty, limits), **weights)
     if own > best.reward:
         return Regret(text, own, text, own, 0.0)
@@ -182,7 +189,7 @@ def _text(workflow: Workflow | str) -> str:
 
 
 def _key(difficulty: Difficulty):
-    if isinstance(difficulty, Mapping):
+    if isinstance(difficulty, Mapping):  # hashable for the cache
         return tuple(sorted(difficulty.items()))
     return difficulty
 

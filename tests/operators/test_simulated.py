@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from flowgrpo.dsl import canonical
+from flowgrpo.dsl import canonical, validate
 from flowgrpo.dsl.generate import random_workflow
 from flowgrpo.operators.backends import make_backend
 from flowgrpo.operators.backends.simulated import SimulatedExecutor
@@ -199,18 +199,23 @@ def test_analysis_equals_enumeration_of_the_real_interpreter(workflow, budget):
 def test_analysis_equals_enumeration_on_random_workflows():
     rng = random.Random(13)
     problem = Problem("gsm/1", "math", "What is 6 * 7?", "42")  # no difficulty: the default
-    checked = 0
+    checked, structures = 0, set()
     while checked < 12:
-        workflow = random_workflow(rng, max_steps=3, max_depth=2, valid_only=True, domain="math")
+        workflow = random_workflow(rng, max_steps=4, max_depth=2, valid_only=True, domain="math")
+        report = validate(workflow, domain="math")
+        if report.calls < 3:
+            continue  # single calls are covered above
         limits = Limits(max_llm_calls=rng.choice([4, 6, 24]))
         try:
-            exact = enumerate_exact(workflow, problem, limits=limits, max_paths=1500)
+            exact = enumerate_exact(workflow, problem, limits=limits, max_paths=2000)
         except RuntimeError:
             continue  # too many paths to enumerate in a unit test
+        structures.add(report.structure)
         stats = analyze(workflow, difficulty="medium", limits=limits)
         assert stats.accuracy == pytest.approx(exact.accuracy, abs=1e-9), canonical(workflow)
         assert stats.expected_calls == pytest.approx(exact.expected_calls, abs=1e-9)
         checked += 1
+    assert structures == {"chain", "conditional", "loop", "parallel"}
 
 
 # --------------------------------------------------------------------------- optimum, regret
@@ -230,6 +235,8 @@ def test_best_workflow_and_regret():
     worse = regret("Custom", difficulty="medium", candidates=candidates)
     assert worse.regret == pytest.approx(best.reward - expected_accuracy("Custom"))
     assert regret(None, candidates=candidates).regret == pytest.approx(best.reward)
+    invalid = regret("Revise -> Custm", candidates=candidates)  # scores 0, like the reward
+    assert invalid.workflow is None and invalid.regret == pytest.approx(best.reward)
     # a workflow outside the space that beats it is its own best: regret 0, never negative
     outside = "[Programmer, Programmer, Programmer] -> ScEnsemble"
     assert regret(outside, candidates=candidates).regret == 0.0
