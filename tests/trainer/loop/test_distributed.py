@@ -18,7 +18,7 @@ import torch
 
 @pytest.mark.slow
 def test_two_cpu_processes_keep_identical_lora_weights_and_log_global_metrics(tmp_path):
-    worker = Path(__file__).with_name("ddp_worker.py")
+    worker = Path(__file__).parents[1] / "ddp_worker.py"
     # This interpreter's accelerate (a hard dependency): the test cannot skip for want of PATH.
     cmd = [
         sys.executable,
@@ -40,7 +40,7 @@ def test_two_cpu_processes_keep_identical_lora_weights_and_log_global_metrics(tm
     ]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true"}
     done = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=600, cwd=Path(__file__).parents[2], env=env
+        cmd, capture_output=True, text=True, timeout=600, cwd=Path(__file__).parents[3], env=env
     )
     assert done.returncode == 0, done.stderr[-3000:]
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]
