@@ -93,7 +93,7 @@ def _only_syntax_errors(text: str) -> None:
         assert err.line >= 1 and err.column >= 1
         assert err.hint
     report = validate(text)
-    assert report.ok in (True, False)
+    assert report.ok == (report.syntax_ok and not report.errors)
     assert report.syntax_ok == (report.workflow is not None)
     found = extract(text)
     assert found.fallback == (found.dsl is None)

@@ -137,7 +137,7 @@ def make_tokenizer(chat_template: str | None = CHAT_TEMPLATE):
 
 @pytest.fixture(scope="module")
 def tiny():
-    torch = pytest.importorskip("torch")
+    import torch  # heavy: torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tokenizer = make_tokenizer()
@@ -257,8 +257,8 @@ def test_hf_plain_format_without_chat_template(tiny, monkeypatch):
 
 
 def test_hf_peft_adapter_disabled_generates_like_the_base_model(tiny):
-    torch = pytest.importorskip("torch")
-    peft = pytest.importorskip("peft")
+    import peft  # heavy: peft
+    import torch  # heavy: torch
     from transformers import LlamaForCausalLM
 
     from flowgrpo.operators.backends.hf import HFBackend

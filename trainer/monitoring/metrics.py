@@ -131,6 +131,15 @@ METRICS_SCHEMA: tuple[tuple[str, str], ...] = (
 METRICS_KEYS = tuple(key for key, _ in METRICS_SCHEMA)
 
 
+def metrics_table() -> str:
+    """The Markdown table of :data:`METRICS_SCHEMA` (docs/METRICS.md holds it; a test checks
+    that the file matches, so the documentation cannot drift from the code)."""
+    rows = ["| key | meaning |", "|---|---|"]
+    rows += [f"| `{key}` | {meaning} |" for key, meaning in METRICS_SCHEMA]
+    rows.append("| `rewards/<component>/mean`, `rewards/<component>/std` | per reward component |")
+    return "\n".join(rows) + "\n"
+
+
 def complete_metrics(metrics: dict) -> dict:
     """The line with every schema key (None where not computed), schema keys first."""
     out = {key: metrics.get(key) for key in METRICS_KEYS}

@@ -2,7 +2,7 @@
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 
 from flowgrpo.trainer.monitoring.guard import restore_snapshot, take_snapshot  # noqa: E402
 

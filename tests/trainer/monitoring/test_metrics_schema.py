@@ -1,0 +1,25 @@
+"""docs/METRICS.md documents exactly the keys the trainer writes."""
+
+from pathlib import Path
+
+from flowgrpo.trainer.loop.update import UPDATE_KEYS
+from flowgrpo.trainer.monitoring.metrics import METRICS_KEYS, complete_metrics, metrics_table
+
+DOC = Path(__file__).parents[3] / "docs" / "METRICS.md"
+
+
+def test_the_metrics_doc_is_generated_from_the_schema():
+    text = DOC.read_text(encoding="utf-8")
+    table = text.split("<!-- metrics:start -->\n", 1)[1].split("<!-- metrics:end -->", 1)[0]
+    assert table == metrics_table(), "docs/METRICS.md is stale: run python scripts/metrics_table.py"
+
+
+def test_every_update_key_is_documented():
+    assert set(UPDATE_KEYS) <= set(METRICS_KEYS)
+
+
+def test_complete_metrics_fills_missing_keys_with_none_and_keeps_extras():
+    line = complete_metrics({"step": 3, "rewards/validity/mean": 0.5})
+    assert list(line)[: len(METRICS_KEYS)] == list(METRICS_KEYS)
+    assert line["step"] == 3 and line["loss"] is None
+    assert line["rewards/validity/mean"] == 0.5
