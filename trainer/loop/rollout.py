@@ -40,10 +40,10 @@ class Rollout:
 
     problems: list[Problem]
     group_size: int
-    prompt_ids: list
-    completion_ids_NT: object
-    mask_NT: object
-    truncated_N: object
+    prompt_ids: list[torch.Tensor]
+    completion_ids_NT: torch.Tensor
+    mask_NT: torch.Tensor
+    truncated_N: torch.Tensor
     texts: list[str]
     seconds: float
 

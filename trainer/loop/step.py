@@ -26,7 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from transformers import PreTrainedTokenizerBase
 
+from flowgrpo.operators.cache import ExecutionCache
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.llm import LLM
 from flowgrpo.operators.tasks.base import Problem
@@ -52,10 +54,10 @@ class StepEnv:
 
     config: TrainConfig
     model: torch.nn.Module
-    tokenizer: object
+    tokenizer: PreTrainedTokenizerBase
     executor: LLM | None
     exec_limits: Limits
-    cache: object | None
+    cache: ExecutionCache | None
     history: RecentWorkflows
 
 
