@@ -117,6 +117,12 @@ class RolloutConfig:
         executor_model / executor_base_url: for hf / openai executors.
         executor_max_calls / executor_max_seconds: per-workflow limits.
         executor_max_new_tokens: cap on tokens per executor call.
+        executor_timeout_s / executor_max_retries / executor_backoff_s: the openai executor's
+            per-attempt read timeout (seconds; connecting gets min(5, this)), extra attempts after
+            a timeout, dropped connection, HTTP 429 or 5xx, and the first retry delay (doubled
+            per retry up to 8 s, jittered; a 429's Retry-After is honoured up to 60 s). One
+            call fails after at most about (max_retries + 1) x timeout_s plus the delays; its
+            workflow is then unscorable (NaN reward, ``unscorable_rate``), never scored 0.
         cache_path: JSONL file for the execution cache (relative to the run dir), or null.
         dynamic_sampling: drop zero-variance groups from the update and replace them with fresh
             problems (DAPO, arXiv 2503.14476), std-based.
@@ -141,6 +147,9 @@ class RolloutConfig:
     executor_max_calls: int = 12
     executor_max_seconds: float = 120.0
     executor_max_new_tokens: int = 160
+    executor_timeout_s: float = 120.0
+    executor_max_retries: int = 4
+    executor_backoff_s: float = 0.5
     cache_path: str | None = "execution_cache.jsonl"
     dynamic_sampling: bool = True
     max_resample_rounds: int = 1
@@ -174,6 +183,13 @@ class RolloutConfig:
             "use shared, hf or openai",
         )
         check(self.max_resample_rounds >= 0, "rollout.max_resample_rounds", "must be >= 0")
+        check(self.executor_timeout_s > 0, "rollout.executor_timeout_s", "must be > 0 seconds")
+        check(
+            isinstance(self.executor_max_retries, int) and self.executor_max_retries >= 0,
+            "rollout.executor_max_retries",
+            "must be an integer >= 0 (0 = one attempt, no retry)",
+        )
+        check(self.executor_backoff_s >= 0, "rollout.executor_backoff_s", "must be >= 0 seconds")
 
 
 @dataclass(frozen=True)

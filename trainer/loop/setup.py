@@ -91,7 +91,14 @@ def executor(cfg, model, tokenizer, given=None):
             name=f"shared:{name}",
         ), limits
     if r.executor == "openai":
-        kwargs = {"base_url": r.executor_base_url, "max_new_tokens": r.executor_max_new_tokens}
+        kwargs = {
+            "base_url": r.executor_base_url,
+            "max_new_tokens": r.executor_max_new_tokens,
+            "read_timeout_s": r.executor_timeout_s,
+            "connect_timeout_s": min(5.0, r.executor_timeout_s),
+            "max_retries": r.executor_max_retries,
+            "backoff_s": r.executor_backoff_s,
+        }
         if r.executor_model != "default":
             kwargs["model"] = r.executor_model
         return make_backend("openai", **kwargs), limits

@@ -250,6 +250,41 @@ def check_fallback_high(history: Sequence[Mapping], config: HealthConfig) -> Ale
     )
 
 
+def _unscorable(config: HealthConfig) -> Callable[[Mapping], bool]:
+    return lambda line: (_num(line, "unscorable_rate") or 0.0) > config.unscorable_max
+
+
+@register_check(
+    "unscorable_high",
+    keys=("unscorable_rate",),
+    summary="unscorable_rate > unscorable_max for unscorable_steps steps",
+)
+def check_unscorable_high(history: Sequence[Mapping], config: HealthConfig) -> Alert | None:
+    """The executor keeps failing (server down, timeouts, 5xx, unusable answers) for N steps:
+    those workflows get no accuracy or cost reward (NaN), so the run learns from validity and
+    diversity alone. A missing or null rate breaks the streak."""
+    high = _unscorable(config)
+    if not _streak(history, config.unscorable_steps, high):
+        return None
+    rate = _num(history[-1], "unscorable_rate")
+    return Alert(
+        "unscorable_high",
+        _step(history),
+        f"unscorable rate {rate:.0%} above {config.unscorable_max:g} for "
+        f"{config.unscorable_steps}+ steps: the executor keeps failing, so executed workflows "
+        "get no accuracy or cost reward",
+        {
+            "unscorable_rate": rate,
+            "unscorable_max": config.unscorable_max,
+            "since_step": _first_step_of_streak(history, high),
+        },
+        "check the executor server (rollout.executor_base_url): is it up, overloaded, rate "
+        "limiting? the log's 'executor server at ... failed' warnings say why; raise "
+        "rollout.executor_timeout_s or executor_max_retries; stop the run (Ctrl-C saves a "
+        "checkpoint) and --resume later",
+    )
+
+
 @register_check(
     "update_collapse",
     keys=("fallback_rate", "validity_rate"),

@@ -17,6 +17,7 @@ Checks (see DESIGN.md, "Why it exists"):
 ``step_time_collapse`` step_time < ratio × median of the previous steps (after a warm-up)
 ``adv_extreme``        ``adv_frac_extreme`` (share of \\|A\\| ≥ 0.99) > ``adv_extreme_max``
 ``fallback_high``      ``fallback_rate`` > ``fallback_max`` for ``fallback_steps`` steps
+``unscorable_high``    ``unscorable_rate`` > ``unscorable_max`` for ``unscorable_steps`` steps
 ``update_collapse``    vs the rollout before the update: z-test on fallback rise / validity fall
 =====================  ==========================================================================
 
@@ -51,6 +52,7 @@ from flowgrpo.trainer.monitoring.checks import (
     check_fallback_high,
     check_frozen_length,
     check_step_time_collapse,
+    check_unscorable_high,
     check_update_collapse,
     check_zero_grad,
 )
@@ -73,6 +75,7 @@ __all__ = [
     "check_info",
     "check_names",
     "check_step_time_collapse",
+    "check_unscorable_high",
     "check_update_collapse",
     "check_zero_grad",
     "format_alert",

@@ -54,6 +54,10 @@ class HealthConfig:
             \\|A\\| >= 0.99 exceeds this (the K=2 signature: every A is ±1). 1 disables.
         fallback_max: ``fallback_high`` fires when the fallback rate exceeds this ...
         fallback_steps: ... for this many consecutive steps.
+        unscorable_max: ``unscorable_high`` fires when ``unscorable_rate`` (share of
+            completions the executor could not score: server down, timeouts, errors) exceeds
+            this ...
+        unscorable_steps: ... for this many consecutive steps.
         stop_on: check names whose alert stops the run (exit code ``EXIT_CODE_ALERT_STOP``);
             empty = only warn.
         collapse_fallback_jump: minimum absolute rise of the fallback rate (0..1) between the
@@ -85,6 +89,8 @@ class HealthConfig:
     adv_extreme_max: float = 0.5
     fallback_max: float = 0.9
     fallback_steps: int = 3
+    unscorable_max: float = 0.5
+    unscorable_steps: int = 3
     stop_on: tuple[str, ...] = ()
     collapse_fallback_jump: float = 0.2
     collapse_validity_drop: float = 0.2
@@ -177,6 +183,8 @@ _RULES = {
     "adv_extreme_max": (_share, "a share in [0, 1] (1 disables the check)"),
     "fallback_max": (_share, "a share in [0, 1] (1 disables the check)"),
     "fallback_steps": (_steps, _STEPS),
+    "unscorable_max": (_share, "a share in [0, 1] (1 disables the check)"),
+    "unscorable_steps": (_steps, _STEPS),
     "collapse_fallback_jump": (_fraction, "an absolute change in (0, 1]"),
     "collapse_validity_drop": (_fraction, "an absolute change in (0, 1]"),
     "collapse_alpha": (
