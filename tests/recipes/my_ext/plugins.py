@@ -14,7 +14,7 @@ import torch
 
 from flowgrpo.operators.tasks import Problem
 from flowgrpo.rewards import weighted_sum
-from flowgrpo.trainer.monitoring.alerts import Alert
+from flowgrpo.trainer.monitoring.health import Alert
 
 
 def median_baseline(rewards_NC, group_size, weights_C, eps):
