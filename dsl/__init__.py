@@ -6,13 +6,28 @@ Usable alone as a validator library; imports nothing heavy (no torch)::
 
     report = validate("Custom -> Programmer -> Review ? Revise : done", domain="math")
     report.ok, report.structure, report.canonical
+
+    # your own operators, for this call only (or declare_operator(...) for the whole process)
+    table = OperatorTable.load("my_operators.yaml")          # or AFLOW_OPERATORS.extend(...)
+    validate("Solve -> Critique ? Fix : done", domain="qa", operators=table)
 """
 
 from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow, walk
 from flowgrpo.dsl.canonical import canonical
 from flowgrpo.dsl.errors import DSLError, DSLSyntaxError
 from flowgrpo.dsl.extract import Extraction, extract
-from flowgrpo.dsl.operators import DOMAINS, OPERATORS, OperatorSpec, operators_for_domain
+from flowgrpo.dsl.operators import (
+    AFLOW_OPERATORS,
+    DOMAINS,
+    OPERATORS,
+    ROLES,
+    OperatorSpec,
+    OperatorTable,
+    declare_operator,
+    default_table,
+    operators_for_domain,
+    undeclare_operator,
+)
 from flowgrpo.dsl.parser import parse
 from flowgrpo.dsl.validate import (
     DEFAULT_LIMITS,
@@ -28,9 +43,11 @@ from flowgrpo.dsl.validate import (
 )
 
 __all__ = [
+    "AFLOW_OPERATORS",
     "DEFAULT_LIMITS",
     "DOMAINS",
     "OPERATORS",
+    "ROLES",
     "STRUCTURES",
     "Cond",
     "DSLError",
@@ -41,6 +58,7 @@ __all__ = [
     "Node",
     "Op",
     "OperatorSpec",
+    "OperatorTable",
     "Parallel",
     "Problem",
     "Report",
@@ -48,12 +66,15 @@ __all__ = [
     "Workflow",
     "canonical",
     "count_calls",
+    "declare_operator",
+    "default_table",
     "extract",
     "features_of",
     "nesting_depth",
     "operators_for_domain",
     "parse",
     "structure_of",
+    "undeclare_operator",
     "validate",
     "walk",
 ]

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from flowgrpo.dsl.errors import DSLSyntaxError
-from flowgrpo.dsl.operators import OPERATORS
+from flowgrpo.dsl.operators import OperatorTable, default_table
 from flowgrpo.dsl.parser import parse
 
 _TAG_RE = re.compile(r"<workflow>(.*?)(?:</workflow>|$)", re.DOTALL | re.IGNORECASE)
@@ -26,7 +26,6 @@ _PREFIX_RE = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _INLINE_CODE_RE = re.compile(r"`([^`\n]+)`")
-_OPERATOR_RE = re.compile(r"\b(" + "|".join(OPERATORS) + r")\b")
 _DSL_ONLY_RE = re.compile(r"""^[\sA-Za-z0-9_\->?:*()\[\],"'.]+$""")
 _SOURCES = ("tag", "fence", "prefix", "line")
 
@@ -53,8 +52,17 @@ class Extraction:
 FALLBACK = Extraction(dsl=None, fallback=True)
 
 
-def extract(model_output: str) -> Extraction:
+@functools.lru_cache(maxsize=64)
+def _operator_re(table: OperatorTable) -> re.Pattern:
+    """Any operator name of ``table`` as a whole word."""
+    return re.compile(r"\b(" + "|".join(map(re.escape, table)) + r")\b")
+
+
+def extract(model_output: str, operators: OperatorTable | None = None) -> Extraction:
     """Find the workflow in ``model_output``.
+
+    A bare line counts only when it names an operator of ``operators`` (default: the
+    process-wide table, :func:`dsl.operators.default_table`).
 
     >>> extract("Sure!\\n```\\nCustom -> Review ? Revise : done\\n```").dsl
     'Custom -> Review ? Revise : done'
@@ -63,18 +71,20 @@ def extract(model_output: str) -> Extraction:
     """
     if not isinstance(model_output, str):
         raise TypeError(f"extract() takes a string, got {type(model_output).__name__}")
-    return _extract_cached(model_output)
+    table = default_table() if operators is None else operators
+    return _extract_cached(model_output, table)
 
 
 @functools.lru_cache(maxsize=65536)
-def _extract_cached(output: str) -> Extraction:
+def _extract_cached(output: str, table: OperatorTable) -> Extraction:
     best: Extraction | None = None
+    names = _operator_re(table)
     for source, text in _candidates(output):
-        if source == "line" and not _OPERATOR_RE.search(text):
+        if source == "line" and not names.search(text):
             continue  # a bare "Sure" or "Answer" parses, but names no operator: not a workflow
         if _parses(text):
             return Extraction(text, False, source, True, exact=text == output.strip())
-        if best is None and (source != "line" or _looks_like_dsl(text)):
+        if best is None and (source != "line" or _looks_like_dsl(text, names)):
             best = Extraction(text, False, source, False, exact=text == output.strip())
     return best or FALLBACK
 
@@ -122,11 +132,11 @@ def _parses(text: str) -> bool:
     return True
 
 
-def _looks_like_dsl(text: str) -> bool:
+def _looks_like_dsl(text: str, names: re.Pattern) -> bool:
     """A line that tries to be a workflow: starts with an operator, uses only DSL symbols."""
     first = text.lstrip("[( ")
     return bool(
-        _OPERATOR_RE.match(first)
+        names.match(first)
         and _DSL_ONLY_RE.match(text)
         and ("->" in text or "?" in text or "[" in text or len(text.split()) == 1)
     )

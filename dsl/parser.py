@@ -199,7 +199,6 @@ _TERMINALS = {
 }
 
 _WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_LOWER_NAMES = {name.lower(): name for name in OPERATORS}
 
 
 def _looks_like_prose(text: str) -> bool:
@@ -224,10 +223,11 @@ def _prose_error(text: str) -> DSLSyntaxError:
 
 
 def _closest_operator(word: str) -> str | None:
-    if word.lower() in _LOWER_NAMES:
-        return _LOWER_NAMES[word.lower()]
-    match = difflib.get_close_matches(word.lower(), list(_LOWER_NAMES), n=1, cutoff=0.6)
-    return _LOWER_NAMES[match[0]] if match else None
+    lower_names = {name.lower(): name for name in OPERATORS}  # live: declared operators too
+    if word.lower() in lower_names:
+        return lower_names[word.lower()]
+    match = difflib.get_close_matches(word.lower(), list(lower_names), n=1, cutoff=0.6)
+    return lower_names[match[0]] if match else None
 
 
 def _error(text: str, line: int, column: int, message: str, hint: str) -> DSLSyntaxError:

