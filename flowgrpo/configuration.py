@@ -40,7 +40,7 @@ def check(ok: bool, field: str, fix: str) -> None:
         raise ConfigError(f"{field}: {fix}")
 
 
-def from_dict(cls: type[T], data: Any, path: str = "") -> T:
+def from_dict(cls: type[T], data: Any, path: str = "", base: T | None = None) -> T:
     """Build dataclass ``cls`` from a nested mapping; unknown keys raise with a suggestion.
 
     Args:
@@ -48,6 +48,9 @@ def from_dict(cls: type[T], data: Any, path: str = "") -> T:
         data: a mapping (None means all defaults).
         path: the dotted prefix of this section in the whole config (``"rollout."``), used in
             every message.
+        base: the values the keys of ``data`` override (default: ``cls``'s own defaults). A
+            section nested in a parent starts from the PARENT's default for it, so setting one
+            key of a section never resets the parent's other choices for that section.
     """
     if data is None:
         data = {}
@@ -61,9 +64,9 @@ def from_dict(cls: type[T], data: Any, path: str = "") -> T:
             close = difflib.get_close_matches(str(key), list(fields), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"unknown key {path}{key}{hint} (valid: {', '.join(fields)})")
-        kwargs[key] = coerce(value, hints[key], f"{path}{key}")
+        kwargs[key] = coerce(value, hints[key], f"{path}{key}", _default(fields[key]))
     try:
-        return cls(**kwargs)
+        return dataclasses.replace(base, **kwargs) if base is not None else cls(**kwargs)
     except ConfigError:
         raise
     except (ValueError, TypeError) as exc:
@@ -73,12 +76,27 @@ def from_dict(cls: type[T], data: Any, path: str = "") -> T:
 _YAML_BOOL_WORDS = {True: "on", False: "off"}
 
 
-def coerce(value: Any, hint: Any, name: str) -> Any:
-    """``value`` as the type ``hint`` asks for, or ``ConfigError`` naming ``name``."""
+def _default(field: dataclasses.Field) -> Any:
+    """A dataclass field's default value (None when it has none)."""
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return None
+
+
+def coerce(value: Any, hint: Any, name: str, default: Any = None) -> Any:
+    """``value`` as the type ``hint`` asks for, or ``ConfigError`` naming ``name``.
+
+    ``default``: the field's default; a nested section starts from it (see :func:`from_dict`).
+    """
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if dataclasses.is_dataclass(hint):
         raw = getattr(hint, "_from_raw", None)
-        return raw(value, f"{name}.") if raw else from_dict(hint, value, f"{name}.")
+        if raw:
+            return raw(value, f"{name}.")
+        base = default if isinstance(default, hint) else None
+        return from_dict(hint, value, f"{name}.", base)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None

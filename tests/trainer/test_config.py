@@ -82,3 +82,10 @@ def test_shipped_configs_load():
 
     for path in sorted(Path(__file__).parents[2].joinpath("configs").glob("*.yaml")):
         assert isinstance(load_config(path), TrainConfig), path
+
+
+def test_setting_one_key_of_a_section_keeps_the_parents_other_defaults():
+    """TrainConfig's health default uses guard=rollback; setting health.stop_on must not reset
+    it to HealthConfig's own default."""
+    cfg = load_config(None, ("health.stop_on=[deadlock]",))
+    assert cfg.health.guard == "rollback" and cfg.health.stop_on == ("deadlock",)

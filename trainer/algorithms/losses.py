@@ -40,9 +40,17 @@ POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss")
 AGGREGATIONS: Registry[AggregationFn] = Registry("loss aggregation")
 
 
-def register_policy_loss(name: str, fn: PolicyLossFn | None = None, *, select=None):
-    """Register a policy loss (decorator or call); ``select``: its token-selection function."""
-    return POLICY_LOSSES.register(name, fn, select=select)
+def register_policy_loss(
+    name: str, fn: PolicyLossFn | None = None, *, select=None, metrics: tuple[str, ...] = ()
+):
+    """Register a policy loss (decorator or call style); duplicate names raise.
+
+    ``select``: its token-selection function (see the module docstring). ``metrics``: names of
+    the extra token-mean metrics it returns, which the update averages over micro-batches and
+    processes and writes to metrics.jsonl (the common ones, clip fractions and ratio_mean, are
+    always collected).
+    """
+    return POLICY_LOSSES.register(name, fn, select=select, metrics=tuple(metrics))
 
 
 def register_aggregation(name: str, fn: AggregationFn | None = None):
@@ -254,7 +262,7 @@ def clip_loss(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig, select_N
     return loss, metrics
 
 
-@register_policy_loss("gspo")
+@register_policy_loss("gspo", metrics=("seq_ratio_mean",))
 def gspo_loss(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig, select_NT=None):
     """GSPO (arXiv 2507.18071): one length-normalised importance ratio per sequence.
 
@@ -298,7 +306,7 @@ def clip_cov_select(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig) ->
     return selected.view_as(m)
 
 
-@register_policy_loss("clip_cov", select=clip_cov_select)
+@register_policy_loss("clip_cov", select=clip_cov_select, metrics=("clip_cov/frac_selected",))
 def clip_cov_loss(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig, select_NT=None):
     """Clip-Cov (arXiv 2505.22617, "The Entropy Mechanism of RL for Reasoning LMs").
 
@@ -334,7 +342,9 @@ def kl_cov_select(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig) -> T
     return selected
 
 
-@register_policy_loss("kl_cov", select=kl_cov_select)
+@register_policy_loss(
+    "kl_cov", select=kl_cov_select, metrics=("kl_cov/frac_selected", "kl_cov/abs_kl_mean")
+)
 def kl_cov_loss(logp_NT, old_logp_NT, adv_N, mask_NT, config: LossConfig, select_NT=None):
     """KL-Cov (arXiv 2505.22617): a KL penalty on the highest-covariance tokens, no clipping.
 

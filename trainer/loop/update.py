@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 
 from flowgrpo.trainer.algorithms.logprobs import group_logprobs
-from flowgrpo.trainer.algorithms.losses import LossConfig
+from flowgrpo.trainer.algorithms.losses import POLICY_LOSSES, LossConfig
 from flowgrpo.trainer.algorithms.objective import (
     BatchStats,
     batch_stats,
@@ -171,7 +171,7 @@ def _backward_groups(model, batch, settings, stats, old_NT, ref_NT) -> dict:
         total.backward()
         sums["loss"] += metrics["loss/total"]
         sums["loss/policy"] += metrics["loss/policy"]
-        for key in TOKEN_METRICS:
+        for key in _token_metrics(cfg):
             if key in metrics:
                 sums.setdefault(key, 0.0)
                 sums[key] += metrics[key] * metrics["n_tokens"]
@@ -193,9 +193,16 @@ def _add_cov_sums(acc: list[float], logp_KT, adv_K, m) -> None:
         acc[i] += float(v)
 
 
-def _global_metrics(sums: dict, stats: BatchStats, world_size: int) -> dict:
+def _token_metrics(cfg: LossConfig) -> tuple[str, ...]:
+    """The common token metrics and those the configured policy loss declares."""
+    declared = POLICY_LOSSES.meta(cfg.policy_loss).get("metrics", ())
+    return TOKEN_METRICS + tuple(k for k in declared if k not in TOKEN_METRICS)
+
+
+def _global_metrics(sums: dict, stats: BatchStats, settings: UpdateSettings) -> dict:
     """Token-weighted means and the covariance over all micro-batches and processes."""
-    keys = [k for k in TOKEN_METRICS]
+    world_size = settings.world_size
+    keys = list(_token_metrics(settings.loss))
     local = [sums["loss"], sums["loss/policy"], *sums["cov"]]
     local += [sums.get(k, 0.0) for k in keys] + [1.0 if k in sums else 0.0 for k in keys]
     total = _global_sum(local, world_size)
@@ -232,7 +239,7 @@ def accumulate_gradients(
         p.grad = None
     stats = _step_stats(model, batch, settings, old_NT)
     sums = _backward_groups(model, batch, settings, stats, old_NT, ref_NT)
-    return _global_metrics(sums, stats, settings.world_size)
+    return _global_metrics(sums, stats, settings)
 
 
 def policy_update(
@@ -266,7 +273,8 @@ def policy_update(
         optimizer.zero_grad(set_to_none=True)
         out.update(metrics, grad_norm=grad_norm)
     out["lr"] = optimizer.param_groups[0]["lr"]
-    return {key: out.get(key) for key in UPDATE_KEYS}
+    extra = {k: v for k, v in out.items() if k not in UPDATE_KEYS and k in metrics}
+    return {**{key: out.get(key) for key in UPDATE_KEYS}, **extra}
 
 
 def rollout_entropy(model, rollout: Rollout, settings: UpdateSettings) -> float:
