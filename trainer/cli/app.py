@@ -1,7 +1,9 @@
 """The ``flowgrpo`` command line: the click group and every command's options.
 
 Thin: each command only declares its options and calls its body in :mod:`.dsl` (validate,
-run), :mod:`.train`, :mod:`.reports` (diagnose, analyze) or :mod:`.evaluate` (eval).
+run), :mod:`.train`, :mod:`.reports` (diagnose, analyze), :mod:`.evaluate` (eval) or
+:mod:`.export` (export). Every command takes ``--quiet`` and ``--log-level``
+(:func:`.common.output_options`).
 
 Exit codes: 0 success; 1 the command ran and found a problem (an invalid workflow); 2 usage
 errors (bad option, missing file, bad config); 3 ``train`` stopped on an alert.
@@ -12,8 +14,10 @@ from __future__ import annotations
 import click
 
 from flowgrpo.dsl import DOMAINS
+from flowgrpo.trainer.cli.common import DEVICE_HELP, DTYPES, output_options
 from flowgrpo.trainer.cli.dsl import run_workflow_command, validate_command
 from flowgrpo.trainer.cli.evaluate import eval_command
+from flowgrpo.trainer.cli.export import export_command
 from flowgrpo.trainer.cli.reports import analyze_command, diagnose_command
 from flowgrpo.trainer.cli.train import train_command
 
@@ -50,6 +54,7 @@ def main() -> None:
     help="Check operators against this problem domain's allowed set.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per input.")
+@output_options
 def validate_cmd(workflows, files, do_extract, domain, as_json) -> None:
     """Validate workflows given as arguments or in files.
 
@@ -86,17 +91,17 @@ def validate_cmd(workflows, files, do_extract, domain, as_json) -> None:
 @click.option("--seed", default=0, show_default=True, help="Seed of the task generator.")
 @click.option(
     "--executor",
-    default="hf",
-    show_default=True,
+    default=None,
     type=click.Choice(["hf", "openai"]),
-    help="hf: in-process model; openai: an OpenAI-compatible server.",
+    help="hf: in-process model; openai: an OpenAI-compatible server. [default: hf; with "
+    "--checkpoint the run's executor]",
 )
 @click.option(
     "--model",
-    default="default",
-    show_default=True,
+    default=None,
     help="hf: 'default' (embedded SmolLM2-135M) or a local path / hub id; "
-    "openai: the served model name (or FLOWGRPO_EXECUTOR_MODEL).",
+    "openai: the served model name (or FLOWGRPO_EXECUTOR_MODEL). [default: 'default'; with "
+    "--checkpoint the run's]",
 )
 @click.option(
     "--base-url",
@@ -110,14 +115,38 @@ def validate_cmd(workflows, files, do_extract, domain, as_json) -> None:
     help="Show every LLM call and sandbox run.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per problem.")
-def run_cmd(workflow, task, n, split, seed, executor, model, base_url, trace, as_json) -> None:
+@click.option(
+    "--checkpoint",
+    type=click.Path(exists=True),
+    help="RUN_DIR or RUN_DIR/checkpoint-N: execute as that run's executor did (see below).",
+)
+@click.option("--device", default="cpu", show_default=True, help="In-process model: " + DEVICE_HELP)
+@click.option(
+    "--dtype",
+    type=click.Choice(DTYPES),
+    help="In-process model weights. [default: float32; with --checkpoint the run's model.dtype]",
+)
+@click.option(
+    "--executor-max-new-tokens",
+    type=click.IntRange(min=1),
+    help="Tokens per executor call. [default: the backend's; with --checkpoint the run's "
+    "rollout.executor_max_new_tokens]",
+)
+@output_options
+def run_cmd(**options) -> None:
     """Run WORKFLOW on problems of a task with an executor LLM and show trace and score.
+
+    With --checkpoint, the run's config.yaml gives the defaults: the executor (rollout.executor:
+    shared = the run's base model, model.name_or_path/gguf_file/dtype; hf = executor_model;
+    openai = executor_model/executor_base_url; simulated), rollout.executor_max_new_tokens and
+    the per-workflow limits rollout.executor_max_calls/executor_max_seconds. Options given
+    override them.
 
     \b
     Example:
       flowgrpo run "Programmer -> Review ? Revise : done" --task arithmetic --n 5
     """
-    run_workflow_command(workflow, task, n, split, seed, executor, model, base_url, trace, as_json)
+    run_workflow_command(**options)
 
 
 @main.command("train")
@@ -136,13 +165,25 @@ def run_cmd(workflow, task, n, split, seed, executor, model, base_url, trace, as
 )
 @click.option("--max-steps", type=click.IntRange(min=1), help="Shortcut for optim.max_steps.")
 @click.option("--output-dir", help="Shortcut for logging.output_dir (the run directory).")
-@click.option("--resume", is_flag=True, help="Continue from the last checkpoint in the run dir.")
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Continue from the last checkpoint in the run dir (an error when there is none, or "
+    "when the config changes the model or the LoRA shape).",
+)
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="The run dir already holds a run: delete its run files (metrics, samples, "
+    "checkpoints, tracker files) and start again. Without it such a dir is refused.",
+)
 @click.option(
     "--dry-run",
     is_flag=True,
     help="Check the config and print the resolved config and a memory estimate; load no weights.",
 )
-def train_cmd(config_path, overrides, max_steps, output_dir, resume, dry_run) -> None:
+@output_options
+def train_cmd(config_path, overrides, max_steps, output_dir, resume, overwrite, dry_run) -> None:
     """Train a workflow generator with LoRA GRPO.
 
     With no options: SmolLM2-135M-Instruct (embedded, CPU), arithmetic problems, LoRA r16, K=8,
@@ -151,15 +192,17 @@ def train_cmd(config_path, overrides, max_steps, output_dir, resume, dry_run) ->
     PeftModel.from_pretrained). Health alerts print as they happen.
 
     \b
-    Exit codes: 0 done; 2 bad config or usage; 3 stopped on an alert named in health.stop_on.
+    Exit codes: 0 done; 2 bad config or usage (also: a run dir that already holds a run without
+    --resume/--overwrite, --resume with no checkpoint); 3 stopped on an alert in health.stop_on.
     """
-    train_command(config_path, overrides, max_steps, output_dir, resume, dry_run)
+    train_command(config_path, overrides, max_steps, output_dir, resume, dry_run, overwrite)
 
 
 @main.command("diagnose")
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--no-plots", is_flag=True, help="Do not write PNG plots.")
+@output_options
 def diagnose_cmd(run_dir, as_json, no_plots) -> None:
     """Health report of a finished or running run, and plots in RUN_DIR/plots/.
 
@@ -200,6 +243,7 @@ def diagnose_cmd(run_dir, as_json, no_plots) -> None:
     type=click.Path(file_okay=False),
     help="Write bar charts here (default: RUN_DIR/plots when RUN_DIR is given).",
 )
+@output_options
 def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -> None:
     """DSL diversity report of model outputs: valid vs fallback, distinct workflows, top
     workflows, operator frequencies, structure classes and trends."""
@@ -239,10 +283,10 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
 )
 @click.option(
     "--executor",
-    default="hf",
-    show_default=True,
+    default=None,
     type=click.Choice(["hf", "openai"]),
-    help="hf: the base weights in-process; openai: an OpenAI-compatible server.",
+    help="hf: the base weights in-process; openai: an OpenAI-compatible server. [default: "
+    "hf; with --adapter the run's rollout.executor]",
 )
 @click.option("--base-url", help="openai executor: server URL (or FLOWGRPO_EXECUTOR_BASE_URL).")
 @click.option("--executor-model", help="openai executor: served model name.")
@@ -259,11 +303,41 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
     type=click.Path(exists=True, dir_okay=False),
     help="Print two saved evaluations side by side and exit.",
 )
+@click.option("--device", default="cpu", show_default=True, help=DEVICE_HELP)
+@click.option(
+    "--dtype",
+    type=click.Choice(DTYPES),
+    help="Model weights. [default: float32; with --adapter the run's model.dtype]",
+)
+@click.option(
+    "--max-new-tokens",
+    type=click.IntRange(min=1),
+    help="Workflow budget. [default: 40; with --adapter the run's rollout.max_new_tokens]",
+)
+@click.option(
+    "--temperature",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Sampling when --k > 1. [default: 0.8; with --adapter the run's rollout.temperature]",
+)
+@click.option(
+    "--executor-max-new-tokens",
+    type=click.IntRange(min=1),
+    help="Tokens per executor call. [default: 160; with --adapter the run's "
+    "rollout.executor_max_new_tokens]",
+)
+@output_options
 def eval_cmd(**options) -> None:
     """Evaluate a trained workflow generator (or the base model) on held-out problems.
 
     Reports validity and fallback rates, execution accuracy (pass@1, pass@k), distinct
     workflows, operators, structures, executor calls and tokens per problem, and time.
+
+    A checkpoint is evaluated as trained: with --adapter, the run's config.yaml gives the
+    defaults of the base model (model.name_or_path, gguf_file, dtype; tiny-random's seed),
+    the workflow budget and sampling (rollout.max_new_tokens, temperature, top_p), the executor
+    (rollout.executor and its settings) with its token budget (rollout.executor_max_new_tokens)
+    and per-workflow limits (rollout.executor_max_calls, executor_max_seconds). Options given
+    override them.
 
     \b
     Examples:
@@ -272,6 +346,38 @@ def eval_cmd(**options) -> None:
       flowgrpo eval --compare base.json trained.json
     """
     eval_command(**options)
+
+
+@main.command("export")
+@click.argument("checkpoint", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--merge",
+    "merge",
+    metavar="OUT",
+    type=click.Path(),
+    help="Write the base model with the adapter merged in to the folder OUT (required).",
+)
+@click.option("--device", default="cpu", show_default=True, help="Where to merge: " + DEVICE_HELP)
+@click.option(
+    "--dtype",
+    type=click.Choice(DTYPES),
+    help="dtype of the saved weights. [default: the run's model.dtype]",
+)
+@click.option("--overwrite", is_flag=True, help="OUT is not empty: delete what is there first.")
+@output_options
+def export_cmd(checkpoint, merge, device, dtype, overwrite) -> None:
+    """Export RUN_DIR/checkpoint-N as one standard Hugging Face model folder.
+
+    Loads the run's base model (its config.yaml: model.name_or_path, gguf_file; the embedded
+    GGUF default is dequantized), merges the LoRA adapter into it (peft merge_and_unload, in
+    float32) and saves safetensors weights, config, generation config and tokenizer. OUT loads
+    with AutoModelForCausalLM.from_pretrained(OUT) and serves with vLLM or TGI.
+
+    \b
+    Example:
+      flowgrpo export runs/default/checkpoint-30 --merge models/flowgrpo-30
+    """
+    export_command(checkpoint, merge, device, dtype, overwrite)
 
 
 if __name__ == "__main__":  # accelerate launch -m flowgrpo.trainer.cli train ...

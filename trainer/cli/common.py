@@ -1,14 +1,17 @@
-"""Helpers shared by the command bodies: errors to exit codes, console logging, task problems
-and executor backends built from command-line options."""
+"""Helpers shared by the command bodies: errors to exit codes, console output (``--quiet``,
+``--log-level``), task problems and executor backends built from command-line options."""
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import sys
 import warnings
 from typing import NoReturn
 
 import click
+from tqdm import tqdm
 from tqdm.contrib.logging import _TqdmLoggingHandler
 
 from flowgrpo.operators.backends import make_backend
@@ -17,6 +20,9 @@ from flowgrpo.operators.tasks import load_task
 EXIT_USAGE = 2
 """Exit status for usage errors: a bad option, a missing file, a bad config."""
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+_OUTPUT = {"quiet": False, "level": logging.INFO}
+
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print ``error: message`` on stderr and exit with ``code``."""
@@ -24,15 +30,95 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     sys.exit(code)
 
 
+def output_options(command):
+    """``--quiet`` and ``--log-level`` for a command (every flowgrpo command has both)."""
+
+    @click.option(
+        "--log-level",
+        type=click.Choice(LOG_LEVELS, case_sensitive=False),
+        default=None,
+        help="Level of flowgrpo's log lines on stderr [default: INFO, WARNING with --quiet].",
+    )
+    @click.option(
+        "--quiet",
+        "-q",
+        is_flag=True,
+        help="No progress bars, per-step lines or INFO messages; warnings, errors and results "
+        "still print.",
+    )
+    @functools.wraps(command)
+    def wrapper(*args, quiet: bool, log_level: str | None, **kwargs):
+        configure_output(quiet, log_level)
+        return command(*args, **kwargs)
+
+    return wrapper
+
+
+def configure_output(quiet: bool = False, log_level: str | None = None) -> None:
+    """Set the console output of this command: log level of the ``flowgrpo`` loggers and whether
+    progress bars and status lines show (``--quiet``)."""
+    level = getattr(logging, log_level.upper()) if log_level else None
+    _OUTPUT.update(quiet=quiet, level=level or (logging.WARNING if quiet else logging.INFO))
+    if quiet:  # read by these libraries when they are imported (after this, in a CLI process)
+        os.environ.setdefault("WANDB_SILENT", "true")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    console_logging()
+
+
+def is_quiet() -> bool:
+    return bool(_OUTPUT["quiet"])
+
+
+def status(message: str) -> None:
+    """A status line on stderr (what is being loaded, where the run goes); silent with --quiet."""
+    if not is_quiet():
+        click.echo(message, err=True)
+
+
+def progress(**kwargs) -> tqdm:
+    """A tqdm progress bar on stderr, disabled with --quiet."""
+    return tqdm(file=sys.stderr, disable=is_quiet(), **kwargs)
+
+
 def console_logging() -> None:
-    """INFO lines of flowgrpo's packages on the console, above the progress bar (once)."""
+    """Log lines of flowgrpo's packages on the console above the progress bar (the handler is
+    installed once), at the level of ``--log-level``/``--quiet``."""
     warnings.filterwarnings("ignore", category=FutureWarning)  # library deprecation chatter
     root = logging.getLogger()
-    if not any(isinstance(h, _TqdmLoggingHandler) for h in root.handlers):
+    handler = next((h for h in root.handlers if isinstance(h, _TqdmLoggingHandler)), None)
+    if handler is None:
         handler = _TqdmLoggingHandler()
         handler.setFormatter(logging.Formatter("%(message)s"))
         root.addHandler(handler)
-    logging.getLogger("flowgrpo").setLevel(logging.INFO)
+    handler.setStream(sys.stderr)  # this command's stderr (a test runner swaps it per command)
+    logging.getLogger("flowgrpo").setLevel(_OUTPUT["level"])
+
+
+DEVICE_HELP = "cpu, cuda, cuda:N or auto (cuda when one is visible, else cpu)."
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def resolve_device(device: str) -> str:
+    """``--device`` as a torch device string: ``auto`` resolved, CUDA checked to be there."""
+    device = device.strip().lower()
+    index = device.removeprefix("cuda:")
+    if device not in ("cpu", "cuda", "auto") and not (
+        device.startswith("cuda:") and index.isdigit()
+    ):
+        fail(f"--device {device!r}: use {DEVICE_HELP}")
+    if device == "cpu":
+        return device
+    import torch  # heavy: torch, only for a device other than cpu (`validate` starts without it)
+
+    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if device == "auto":
+        return "cuda" if available else "cpu"
+    if not available:
+        fail(f"--device {device}: no CUDA device is visible here; use --device cpu")
+    if device.startswith("cuda:") and int(index) >= available:
+        fail(f"--device {device}: {available} CUDA device(s) here (cuda:0 to cuda:{available - 1})")
+    return device
 
 
 def load_problems(task: str, n: int, seed: int, split: str):
@@ -43,15 +129,25 @@ def load_problems(task: str, n: int, seed: int, split: str):
         fail(str(exc))
 
 
-def make_executor(executor: str, model: str, base_url: str | None):
-    """The executor backend for ``--executor/--model/--base-url``, errors turned into messages."""
+def make_executor(
+    executor: str,
+    model: str,
+    base_url: str | None,
+    *,
+    device: str = "cpu",
+    dtype: str = "float32",
+    max_new_tokens: int | None = None,
+):
+    """The executor backend for ``--executor/--model/--base-url`` (``--device``/``--dtype`` for
+    an in-process model), errors turned into messages."""
+    budget = {} if max_new_tokens is None else {"max_new_tokens": max_new_tokens}
     try:
         if executor == "openai":
-            kwargs = {"base_url": base_url}
+            kwargs = {"base_url": base_url, **budget}
             if model != "default":
                 kwargs["model"] = model
             return make_backend("openai", **kwargs)
-        click.echo(f"loading executor model {model!r} ...", err=True)
-        return make_backend("hf", name_or_path=model)
+        status(f"loading executor model {model!r} ({dtype}, {device}) ...")
+        return make_backend("hf", name_or_path=model, device=device, dtype=dtype, **budget)
     except (ValueError, FileNotFoundError, OSError, ImportError) as exc:
         fail(str(exc))

@@ -8,12 +8,21 @@ import sys
 import time
 
 import click
-from tqdm import tqdm
 
 from flowgrpo.dsl import extract, validate
 from flowgrpo.dsl.render import format_report, report_to_dict
-from flowgrpo.operators.interpreter import describe, run_workflows
-from flowgrpo.trainer.cli.common import load_problems, make_executor
+from flowgrpo.operators.backends.hf import HFBackend
+from flowgrpo.operators.interpreter import Limits, describe, run_workflows
+from flowgrpo.trainer.cli.common import (
+    fail,
+    load_problems,
+    make_executor,
+    progress,
+    resolve_device,
+    status,
+)
+from flowgrpo.trainer.cli.evaluate import run_config_of
+from flowgrpo.trainer.reports.evaluate import ModelSpec, load_base_model
 
 
 def validate_command(workflows, files, do_extract: bool, domain: str | None, as_json: bool):
@@ -59,9 +68,23 @@ def validate_one(text: str, do_extract: bool, domain: str | None) -> dict:
 
 
 def run_workflow_command(
-    workflow, task, n, split, seed, executor, model, base_url, trace, as_json
+    workflow,
+    task,
+    n,
+    split,
+    seed,
+    executor,
+    model,
+    base_url,
+    trace,
+    as_json,
+    checkpoint=None,
+    device="cpu",
+    dtype=None,
+    executor_max_new_tokens=None,
 ) -> None:
-    """Validate ``workflow`` (also for the task's domain), run it on ``n`` problems, print."""
+    """Validate ``workflow`` (also for the task's domain), run it on ``n`` problems, print.
+    With ``checkpoint``, the executor and its budgets are the run's unless given."""
     report = validate(workflow)
     if not report.ok:
         click.echo(format_report(report), err=True)
@@ -71,15 +94,19 @@ def run_workflow_command(
     if not domain_report.ok:
         click.echo(format_report(domain_report), err=True)
         sys.exit(1)
-    llm = make_executor(executor, model, base_url)
+    run = run_config_of(checkpoint)
+    device = resolve_device(device)
+    budget = executor_max_new_tokens
+    llm, limits = executor_of(run, executor, model, base_url, device, dtype, budget)
     start = time.time()
-    with tqdm(desc="executing (batched rounds)", unit="round", file=sys.stderr) as bar:
+    with progress(desc="executing (batched rounds)", unit="round") as bar:
 
         def on_round(round_: int, active: int) -> None:
             bar.update(1)
             bar.set_postfix(active_runs=active)
 
-        results = run_workflows([(report.workflow, p) for p in problems], llm, on_round=on_round)
+        pairs = [(report.workflow, p) for p in problems]
+        results = run_workflows(pairs, llm, limits=limits, on_round=on_round)
     for problem, result in zip(problems, results):
         _print_run(problem, result, trace, as_json)
     correct = sum(r.correct for r in results)
@@ -89,6 +116,42 @@ def run_workflow_command(
         f"{time.time() - start:.1f} s",
         err=as_json,
     )
+
+
+def executor_of(run, executor, model, base_url, device: str, dtype, budget):
+    """(executor, Limits or None) for ``flowgrpo run``: the options', or with a run (its
+    TrainConfig) the run's executor, token budget and limits unless the options say otherwise."""
+    if run is None:
+        llm = make_executor(
+            executor or "hf", model or "default", base_url,
+            device=device, dtype=dtype or "float32", max_new_tokens=budget,
+        )  # fmt: skip
+        return llm, None
+    r = run.rollout
+    limits = Limits(max_llm_calls=r.executor_max_calls, max_seconds=r.executor_max_seconds)
+    budget = budget or r.executor_max_new_tokens
+    if executor is not None:
+        name = model or (run.model.name_or_path if executor == "hf" else "default")
+        llm = make_executor(
+            executor, name, base_url,
+            device=device, dtype=dtype or run.model.dtype, max_new_tokens=budget,
+        )  # fmt: skip
+        return llm, limits
+    try:
+        if r.executor == "shared":  # the run's base model, as in training (adapter disabled)
+            spec = ModelSpec.of_run(run, model, dtype)
+            status(f"loading the run's base model {spec.name_or_path!r} as executor ...")
+            base, tokenizer = load_base_model(spec, device)
+            name = f"shared:{spec.name_or_path}"
+            return HFBackend(base, tokenizer, max_new_tokens=budget, name=name), limits
+        # heavy: torch (the training setup builds the run's executor); `validate` skips it
+        from flowgrpo.trainer.loop.setup import executor as run_executor
+
+        rollout = dataclasses.replace(r, execute=True, executor_max_new_tokens=budget)
+        llm, _ = run_executor(dataclasses.replace(run, rollout=rollout), None, None)
+        return llm, limits
+    except (ValueError, FileNotFoundError, OSError, ImportError) as exc:
+        fail(str(exc))
 
 
 def _print_run(problem, result, trace: bool, as_json: bool) -> None:

@@ -1,52 +1,50 @@
-"""Body of ``flowgrpo eval``: evaluate a checkpoint or the base model, or compare two results."""
+"""Body of ``flowgrpo eval``: evaluate a checkpoint or the base model, or compare two results.
+
+A checkpoint is evaluated as trained: its run's config.yaml gives the defaults of the base
+model, the workflow budget and sampling, and the executor with its budgets and limits
+(options given override them; see ``flowgrpo eval --help``).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import click
-import yaml
-from tqdm import tqdm
 
 from flowgrpo.operators.backends import make_backend
 from flowgrpo.operators.backends.hf import HFBackend
-from flowgrpo.trainer.cli.common import console_logging, fail
+from flowgrpo.operators.interpreter import Limits
+from flowgrpo.trainer.cli.common import fail, progress, resolve_device, status
 from flowgrpo.trainer.reports.evaluate import (
-    EvalSettings,
+    ModelSpec,
     evaluate,
     format_eval,
     load_for_eval,
+    settings_of_run,
 )
 from flowgrpo.trainer.reports.evaluate import compare as compare_results
 
-
-def model_of_run(adapter: str | None) -> str:
-    """The base model named in the run's config.yaml (checkpoint's parent), else 'default'."""
-    if adapter:
-        for parent in Path(adapter).resolve().parents[:2]:
-            config = parent / "config.yaml"
-            if config.is_file():
-                data = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
-                return (data.get("model") or {}).get("name_or_path", "default")
-    return "default"
+#: The executor's token budget without a run to take it from.
+DEFAULT_EXECUTOR_TOKENS = 160
 
 
-def eval_command(
-    *,
-    adapter,
-    base,
-    model,
-    task,
-    n,
-    k,
-    executor,
-    base_url,
-    executor_model,
-    no_execute,
-    json_out,
-    compare: tuple[str, str] | None,
-) -> None:
+def run_config_of(checkpoint: str | None):
+    """The TrainConfig of the run a checkpoint belongs to (None without a checkpoint), or a
+    one-line error when its config.yaml is missing or no longer loads."""
+    if not checkpoint:
+        return None
+    # heavy: torch (trainer.config imports the losses); `flowgrpo eval --compare` starts without it
+    from flowgrpo.trainer.loop.rundir import load_run_config
+
+    try:
+        return load_run_config(checkpoint)
+    except (ValueError, FileNotFoundError) as exc:
+        fail(f"the run's config.yaml: {exc}")
+
+
+def eval_command(*, adapter, base, compare: tuple[str, str] | None, **options) -> None:
     """Evaluate and print (``--json FILE`` also writes the result), or print a comparison."""
     if compare:
         a, b = (json.loads(Path(p).read_text(encoding="utf-8")) for p in compare)
@@ -54,36 +52,70 @@ def eval_command(
         return
     if bool(adapter) == bool(base):
         fail("give exactly one of --adapter RUN_DIR/checkpoint-N or --base")
-    console_logging()
-    name = model or model_of_run(adapter)
+    run = run_config_of(adapter)
+    o = options
+    device = resolve_device(o["device"])
+    spec = ModelSpec.of_run(run, o["model"], o["dtype"])
     try:
-        settings = EvalSettings(task=task, n=n, k=k, execute=not no_execute)
-        click.echo(f"loading {name!r} ...", err=True)
-        policy, tokenizer, described = load_for_eval(adapter, name)
-        llm = _executor(executor, policy, tokenizer, base_url, executor_model)
+        settings = settings_of_run(
+            run, o["max_new_tokens"], o["temperature"],
+            task=o["task"], n=o["n"], k=o["k"], execute=not o["no_execute"],
+        )  # fmt: skip
+        status(f"loading {spec.name_or_path!r} ({spec.dtype}, {device}) ...")
+        policy, tokenizer, described = load_for_eval(adapter, spec, device)
+        llm, limits = eval_executor(run, policy, tokenizer, settings.execute, o)
     except (ValueError, FileNotFoundError, OSError, ImportError) as exc:
         fail(str(exc))
-    with tqdm(total=n, desc="eval", unit="problem") as bar:
+    with progress(total=o["n"], desc="eval", unit="problem") as bar:
         try:
-            result = evaluate(policy, tokenizer, settings, llm, progress=bar.update)
+            result = evaluate(policy, tokenizer, settings, llm, limits, progress=bar.update)
         except (ValueError, FileNotFoundError) as exc:
             fail(str(exc))
     result["model"] = described
+    result["settings"] = {  # what it ran with (the run's defaults or the options)
+        **dataclasses.asdict(settings),
+        "device": device,
+        "dtype": spec.dtype,
+        "executor": getattr(llm, "settings_key", None) if llm is not None else None,
+        "executor_limits": dataclasses.asdict(limits) if limits is not None else None,
+    }
+    json_out = o["json_out"]
     if json_out and json_out != "-":
         Path(json_out).write_text(json.dumps(result, indent=2), encoding="utf-8")
     click.echo(json.dumps(result, indent=2) if json_out == "-" else format_eval(result))
 
 
-def _executor(executor, policy, tokenizer, base_url, executor_model):
-    if executor == "openai":
-        kwargs = {"base_url": base_url}
-        if executor_model:
-            kwargs["model"] = executor_model
-        return make_backend("openai", **kwargs)
-    return HFBackend(
-        policy,
-        tokenizer,
-        max_new_tokens=160,
-        disable_adapter=True,
-        name=f"shared:{getattr(policy.config, 'name_or_path', 'policy')}",
+def eval_executor(run, policy, tokenizer, execute: bool, o: dict):
+    """(executor backend or None, Limits or None): the run's executor unless ``--executor``."""
+    if not execute:
+        return None, None
+    budget = o["executor_max_new_tokens"]
+    if run is not None:
+        rollout = dataclasses.replace(
+            run.rollout,
+            execute=True,
+            executor_max_new_tokens=budget or run.rollout.executor_max_new_tokens,
+        )  # execute: eval's --no-execute decides, not the run's rollout.execute
+        run = dataclasses.replace(run, rollout=rollout)
+        budget = run.rollout.executor_max_new_tokens
+        limits = Limits(
+            max_llm_calls=run.rollout.executor_max_calls,
+            max_seconds=run.rollout.executor_max_seconds,
+        )
+        if o["executor"] is None:
+            # heavy: torch (the training setup builds the executor); eval --compare skips it
+            from flowgrpo.trainer.loop.setup import executor as run_executor
+
+            return run_executor(run, policy, tokenizer)
+    else:
+        budget, limits = budget or DEFAULT_EXECUTOR_TOKENS, None
+    if o["executor"] == "openai":
+        kwargs = {"base_url": o["base_url"], "max_new_tokens": budget}
+        if o["executor_model"]:
+            kwargs["model"] = o["executor_model"]
+        return make_backend("openai", **kwargs), limits
+    name = getattr(policy.config, "name_or_path", "policy")
+    shared = HFBackend(
+        policy, tokenizer, max_new_tokens=budget, disable_adapter=True, name=f"shared:{name}"
     )
+    return shared, limits

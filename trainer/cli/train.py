@@ -9,7 +9,7 @@ import yaml
 from tqdm import tqdm
 
 from flowgrpo.configuration import to_dict
-from flowgrpo.trainer.cli.common import console_logging, fail
+from flowgrpo.trainer.cli.common import console_logging, fail, is_quiet, progress, status
 from flowgrpo.trainer.reports.estimate import estimate
 
 
@@ -29,8 +29,11 @@ def resolve_config(config_path, overrides, max_steps, output_dir):
         fail(f"bad config: {exc}")
 
 
-def train_command(config_path, overrides, max_steps, output_dir, resume, dry_run) -> None:
-    """Train (or, with ``dry_run``, print the resolved config and a memory estimate)."""
+def train_command(
+    config_path, overrides, max_steps, output_dir, resume, dry_run, overwrite=False
+) -> None:
+    """Train (or, with ``dry_run``, print the resolved config and a memory estimate);
+    ``resume``/``overwrite``: what to do with a run already in the run dir (``loop.rundir``)."""
     cfg = resolve_config(config_path, overrides, max_steps, output_dir)
     if dry_run:
         click.echo(yaml.safe_dump(to_dict(cfg), sort_keys=False))
@@ -42,17 +45,18 @@ def train_command(config_path, overrides, max_steps, output_dir, resume, dry_run
     from flowgrpo.trainer.loop.trainer import Trainer
     from flowgrpo.trainer.monitoring.metrics import console_line
 
-    click.echo(f"run directory: {cfg.logging.output_dir}")
-    click.echo(f"loading model {cfg.model.name_or_path!r} ...")
+    status(f"run directory: {cfg.logging.output_dir}")
+    status(f"loading model {cfg.model.name_or_path!r} ...")
     try:
-        trainer = Trainer(cfg, resume=resume)
+        trainer = Trainer(cfg, resume=resume, overwrite=overwrite)
     except (ValueError, FileNotFoundError, OSError, ImportError) as exc:
         fail(str(exc))
-    bar = tqdm(total=cfg.optim.max_steps, initial=trainer.step, desc="train", unit="step")
+    bar = progress(total=cfg.optim.max_steps, initial=trainer.step, desc="train", unit="step")
 
     def on_step(metrics: dict) -> None:
         bar.update(1)
-        tqdm.write(console_line(metrics))
+        if not is_quiet():
+            tqdm.write(console_line(metrics))
 
     trainer.on_step = on_step
     result = trainer.train()

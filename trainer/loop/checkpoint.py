@@ -49,6 +49,7 @@ def save_checkpoint(
     run_dir = Path(run_dir)
     final = run_dir / f"checkpoint-{step}"
     tmp = Path(tempfile.mkdtemp(prefix=f".checkpoint-{step}.", dir=run_dir))
+    os.chmod(tmp, _folder_mode())  # mkdtemp makes 0700; a checkpoint follows the umask
     try:
         model.save_pretrained(tmp / "adapter")
         torch.save(
@@ -72,6 +73,14 @@ def save_checkpoint(
     _prune(run_dir, keep)
     logger.info("saved %s", final)
     return final
+
+
+def _folder_mode() -> int:
+    """The mode ``mkdir`` gives a new folder under the process umask (0o755 under 022, 0o750
+    under 027), so the group can read checkpoints as it can the rest of the run directory."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o777 & ~umask
 
 
 def _fsync_dir(path: Path) -> None:

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 import torch
+from accelerate import Accelerator
 from accelerate.utils import set_seed
 
 from flowgrpo.operators.backends import make_backend
@@ -19,7 +20,9 @@ from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.tasks import load_task
 from flowgrpo.trainer.loop.policy import _pad, load_policy, wrap_lora
 from flowgrpo.trainer.loop.rollout import ProblemSampler
+from flowgrpo.trainer.loop.rundir import prepare_run_dir
 from flowgrpo.trainer.monitoring.metrics import MetricsWriter
+from flowgrpo.trainer.monitoring.trackers import accelerator_kwargs, start_trackers
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +116,23 @@ def cache(cfg, run_dir: Path):
     return ExecutionCache(run_dir / path if path else None)
 
 
-def writer(cfg, run_dir: Path, main_process: bool):
+def accelerator(cfg, run_dir: Path) -> Accelerator:
+    """The run's Accelerator, with the trackers of ``logging.report_to`` (each checked to be
+    installed first: a missing one is a ConfigError naming its extra)."""
 
-    return MetricsWriter(run_dir, cfg.logging.tensorboard) if main_process else None
+    return Accelerator(**accelerator_kwargs(cfg.logging, run_dir))
+
+
+def prepare_run(cfg, run_dir: Path, resume: bool, overwrite: bool, main_process: bool):
+    """Run-directory checks, then (main process) clear an overwritten run and write config.yaml;
+    the checkpoint to resume from or None (see :mod:`.rundir`)."""
+
+    return prepare_run_dir(cfg, run_dir, resume, overwrite, main_process)
+
+
+def writer(cfg, run_dir: Path, accelerator: Accelerator, resume: bool = False):
+    """The metrics writer on the main process (None elsewhere), feeding the started trackers."""
+
+    if not accelerator.is_main_process:
+        return None
+    return MetricsWriter(run_dir, start_trackers(accelerator, cfg, run_dir, resume))

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from accelerate import Accelerator
 
 from flowgrpo.rewards import RecentWorkflows
-from flowgrpo.trainer.config import TrainConfig, save_config
+from flowgrpo.trainer.config import TrainConfig
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop import step as steps
 from flowgrpo.trainer.loop.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -66,10 +65,11 @@ class Trainer:
         tokenizer=None,
         executor=None,
         on_step: Callable[[dict], None] | None = None,
+        overwrite: bool = False,
     ):
         self.config = config
         self.run_dir = Path(run_dir or config.logging.output_dir)
-        self.accelerator = Accelerator()
+        self.accelerator = setup.accelerator(config, self.run_dir)
         self.rank, self.world = self.accelerator.process_index, self.accelerator.num_processes
         self.on_step = on_step
         cfg = config
@@ -81,15 +81,14 @@ class Trainer:
             max_grad_norm=cfg.optim.max_grad_norm,
             world_size=self.world,
         )
-        self._setup(model, tokenizer, executor, resume)
+        self._setup(model, tokenizer, executor, resume, overwrite)
 
     # ------------------------------------------------------------------ setup
 
-    def _setup(self, model, tokenizer, executor, resume: bool) -> None:
+    def _setup(self, model, tokenizer, executor, resume: bool, overwrite: bool = False) -> None:
         cfg = self.config
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        if self.accelerator.is_main_process:
-            save_config(cfg, self.run_dir / "config.yaml")
+        # refuses (RunDirError) before anything is written; then config.yaml (see loop.rundir)
+        setup.prepare_run(cfg, self.run_dir, resume, overwrite, self.accelerator.is_main_process)
         self.model, self.tokenizer = setup.policy(cfg, model, tokenizer, self.accelerator.device)
         self.optimizer, self.scheduler = setup.optimizer(cfg, self.model)
         self.sampler = setup.sampler(cfg, self.rank)
@@ -105,7 +104,7 @@ class Trainer:
             cfg, self.model, self.tokenizer, self.executor, self.exec_limits, self.cache,
             self.history,
         )  # fmt: skip
-        self.writer = setup.writer(cfg, self.run_dir, self.accelerator.is_main_process)
+        self.writer = setup.writer(cfg, self.run_dir, self.accelerator, resume)
 
     def _resume(self) -> None:
         path = latest_checkpoint(self.run_dir)

@@ -154,21 +154,14 @@ def _finite(value):
 
 
 class MetricsWriter:
-    """Appends metrics and samples as JSONL, flushing after each step; TensorBoard optional."""
+    """Appends metrics and samples as JSONL, flushing after each step; every metrics line also
+    goes to the run's experiment trackers (``logging.report_to``; see :mod:`.trackers`)."""
 
-    def __init__(self, run_dir: str | Path, tensorboard: bool = False):
+    def __init__(self, run_dir: str | Path, trackers=None):
         self.run_dir = Path(run_dir)
         self.metrics = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         self.samples = open(self.run_dir / "samples.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-        self.tb = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as exc:
-                raise RuntimeError(
-                    "logging.tensorboard needs the tensorboard package: pip install tensorboard"
-                ) from exc
-            self.tb = SummaryWriter(str(self.run_dir / "tensorboard"))
+        self.trackers = trackers  # .log(metrics) each step, .close() at the end; or None
 
     def write(self, metrics: dict, samples: list[dict]) -> None:
         clean = {k: _finite(v) for k, v in metrics.items()}
@@ -177,21 +170,14 @@ class MetricsWriter:
         for row in samples:
             self.samples.write(json.dumps(row, default=str) + "\n")
         self.samples.flush()
-        if self.tb is not None:
-            for key, value in metrics.items():
-                if (
-                    isinstance(value, (int, float))
-                    and not isinstance(value, bool)
-                    and math.isfinite(value)
-                ):
-                    self.tb.add_scalar(key, value, metrics["step"])
-            self.tb.flush()
+        if self.trackers is not None:
+            self.trackers.log(metrics)
 
     def close(self) -> None:
         self.metrics.close()
         self.samples.close()
-        if self.tb is not None:
-            self.tb.close()
+        if self.trackers is not None:
+            self.trackers.close()
 
 
 def truncate_jsonl(path: Path, max_step: int) -> None:

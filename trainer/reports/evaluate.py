@@ -17,8 +17,10 @@ from pathlib import Path
 
 from flowgrpo.configuration import check
 from flowgrpo.operators.backends.hf import load_hf_model
+from flowgrpo.operators.backends.tiny import TINY_NAME, build_tiny_model
 from flowgrpo.operators.tasks import load_task
 from flowgrpo.rewards import prepare_samples
+from flowgrpo.trainer.loop.simulation_metrics import simulation_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -30,14 +32,18 @@ class EvalSettings:
     Attributes:
         task: task spec (arithmetic[:level], gsm8k:PATH, mbpp:PATH, humaneval).
         n: number of problems. k: workflows per problem (greedy when k == 1).
-        temperature: sampling temperature when k > 1. max_new_tokens: workflow budget.
+        temperature / top_p: sampling when k > 1. max_new_tokens: workflow budget.
         seed: problem selection seed. execute: run the workflows (accuracy).
+
+    A checkpoint is evaluated as trained: :func:`settings_of_run` takes max_new_tokens,
+    temperature and top_p from its run's config.yaml.
     """
 
     task: str = "arithmetic"
     n: int = 20
     k: int = 1
     temperature: float = 0.8
+    top_p: float = 1.0
     max_new_tokens: int = 40
     seed: int = 0
     execute: bool = True
@@ -45,6 +51,65 @@ class EvalSettings:
     def __post_init__(self):
         check(self.n >= 1, "eval.n", f"must be >= 1 (--n), got {self.n!r}")
         check(self.k >= 1, "eval.k", f"must be >= 1 (--k), got {self.k!r}")
+        check(self.temperature > 0, "eval.temperature", "must be > 0 (--temperature)")
+        check(0 < self.top_p <= 1, "eval.top_p", "must be in (0, 1]")
+        check(self.max_new_tokens >= 1, "eval.max_new_tokens", "must be >= 1 (--max-new-tokens)")
+
+
+def settings_of_run(run_config=None, max_new_tokens=None, temperature=None, **kwargs):
+    """EvalSettings whose workflow budget (max_new_tokens) and sampling (temperature, top_p) are
+    the run's (``run_config``: its TrainConfig, or None for the defaults) unless given."""
+    rollout, default = getattr(run_config, "rollout", None), EvalSettings()
+    return EvalSettings(
+        max_new_tokens=max_new_tokens or (rollout or default).max_new_tokens,
+        temperature=temperature or (rollout or default).temperature,
+        top_p=(rollout or default).top_p,
+        **kwargs,
+    )
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The base model to load for evaluation or export.
+
+    Attributes:
+        name_or_path: 'default' (embedded SmolLM2-135M GGUF), 'tiny-random', a path or hub id.
+        gguf_file: GGUF file inside ``name_or_path`` (GGUF checkpoints only).
+        dtype: float32, bfloat16 or float16.
+        seed: the weights seed of tiny-random (a run's optim.seed); unused for other models.
+    """
+
+    name_or_path: str = "default"
+    gguf_file: str | None = None
+    dtype: str = "float32"
+    seed: int = 0
+
+    @classmethod
+    def of_run(cls, run_config=None, model: str | None = None, dtype: str | None = None):
+        """The run's model (name, gguf_file, dtype, seed) with ``model``/``dtype`` overrides; a
+        different ``model`` drops the run's gguf_file. No run: ``model`` or 'default'."""
+        if run_config is None:
+            return cls(model or "default", None, dtype or "float32")
+        m = run_config.model
+        same = model is None or model == m.name_or_path
+        return cls(
+            m.name_or_path if same else model,
+            m.gguf_file if same else None,
+            dtype or m.dtype,
+            run_config.optim.seed,
+        )
+
+
+def load_base_model(spec: ModelSpec, device: str = "cpu"):
+    """(model in eval mode on ``device``, tokenizer) of ``spec``."""
+    if spec.name_or_path == TINY_NAME:  # the run's random weights: seeded by its optim.seed
+        import torch  # heavy: torch; `flowgrpo eval --compare` starts without it
+
+        model, tokenizer = build_tiny_model(seed=spec.seed)
+        return model.to(device=device, dtype=getattr(torch, spec.dtype)).eval(), tokenizer
+    return load_hf_model(
+        spec.name_or_path, gguf_file=spec.gguf_file, dtype=spec.dtype, device=device
+    )
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -54,29 +119,40 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def load_for_eval(adapter: str | None, model_name: str):
-    """(model, tokenizer, description): the base model, with the adapter of a checkpoint."""
-    model, tokenizer = load_hf_model(model_name)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    if adapter is None:
-        return model, tokenizer, f"{model_name} (base)"
-    from peft import PeftModel  # heavy: peft (imports torch); `flowgrpo eval --compare` skips it
-
-    path = Path(adapter)
+def adapter_dir(checkpoint: str | Path) -> Path:
+    """The adapter folder of ``RUN_DIR/checkpoint-N`` (or the adapter folder itself);
+    ``FileNotFoundError`` naming what to pass when there is none."""
+    path = Path(checkpoint)
     path = path / "adapter" if (path / "adapter").is_dir() else path
     if not (path / "adapter_config.json").is_file():
         raise FileNotFoundError(
-            f"{adapter}: no adapter here; pass RUN_DIR/checkpoint-N "
+            f"{checkpoint}: no adapter here; pass RUN_DIR/checkpoint-N "
             "(it holds adapter/adapter_config.json)"
         )
-    return PeftModel.from_pretrained(model, str(path)), tokenizer, f"{model_name} + {path}"
+    return path
+
+
+def load_for_eval(adapter: str | None, model: ModelSpec | str, device: str = "cpu"):
+    """(model, tokenizer, description): the base model, with the adapter of a checkpoint."""
+    spec = ModelSpec(model) if isinstance(model, str) else model
+    path = adapter_dir(adapter) if adapter is not None else None
+    base, tokenizer = load_base_model(spec, device)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if path is None:
+        return base, tokenizer, f"{spec.name_or_path} (base)"
+    from peft import PeftModel  # heavy: peft (imports torch); `flowgrpo eval --compare` skips it
+
+    model = PeftModel.from_pretrained(base, str(path)).eval()
+    return model, tokenizer, f"{spec.name_or_path} + {path}"
 
 
 def evaluate(
-    model, tokenizer, settings: EvalSettings, executor, limits=None, progress=None
+    model, tokenizer, settings: EvalSettings, executor, limits=None, progress=None, simulation=None
 ) -> dict:
-    """Generate, validate, execute and summarise; returns a JSON-ready dict."""
+    """Generate, validate, execute and summarise; returns a JSON-ready dict. ``simulation``
+    (a ``RegretSettings``, when ``executor`` is the SIMULATED one) adds the analytic
+    expected accuracy and regret of the workflows written (:func:`simulated_summary`)."""
     # heavy: torch (the rollout generates with the policy); `flowgrpo validate` starts without it
     from flowgrpo.trainer.loop.rollout import generate_rollout
 
@@ -86,7 +162,13 @@ def evaluate(
     for i in range(0, len(problems), batch):
         chunk = problems[i : i + batch]
         rollout = generate_rollout(
-            model, tokenizer, chunk, settings.k, temperature, 1.0, settings.max_new_tokens
+            model,
+            tokenizer,
+            chunk,
+            settings.k,
+            temperature,
+            settings.top_p,
+            settings.max_new_tokens,
         )
         samples += prepare_samples(
             chunk,
@@ -98,7 +180,21 @@ def evaluate(
         )
         if progress is not None:
             progress(len(chunk))
-    return summarise(samples, problems, settings, time.perf_counter() - start)
+    result = summarise(samples, problems, settings, time.perf_counter() - start)
+    if simulation is not None:
+        result.update(simulated_summary(samples, problems, settings.k, simulation))
+    return result
+
+
+def simulated_summary(samples, problems, k: int, simulation) -> dict:
+    """Under the SIMULATED executor: the exact expected accuracy and regret of the workflows
+    written (``sim/*``, as in the training metrics), to read next to the empirical pass@1."""
+    workflows = [s.canonical if s.valid else None for s in samples]
+    levels = [p.meta.get("difficulty") for p in problems for _ in range(k)]
+    return {"executor": SIMULATED, **simulation_metrics(workflows, levels, simulation)}
+
+
+SIMULATED = "SIMULATED (operators/simulation): accuracies are from a model, not an LLM"
 
 
 def summarise(samples, problems, settings: EvalSettings, seconds: float) -> dict:
@@ -136,6 +232,8 @@ COMPARE_KEYS = (
     "distinct_workflows",
     "executor_calls_per_problem",
     "executor_tokens_per_problem",
+    "sim/expected_accuracy",
+    "sim/regret",
     "seconds",
 )
 
@@ -176,6 +274,13 @@ def format_eval(result: dict) -> str:
         lines.append(
             f"  {key:30s} {value:.3f}" if isinstance(value, float) else f"  {key:30s} {value}"
         )
+    if result.get("sim/regret") is not None:  # the SIMULATED executor: analytic next to empirical
+        lines.insert(1, f"  executor: {result['executor']}")
+        lines += [
+            f"  {key:30s} {result[key]:.3f}  (analytic, simulated executor)"
+            for key in ("sim/expected_accuracy", "sim/best_expected_accuracy", "sim/regret",
+                        "sim/best_share")
+        ]  # fmt: skip
     lines.append("  top workflows: " + "; ".join(f"{w} ({c})" for w, c in result["top_workflows"]))
     lines.append("  structures: " + ", ".join(f"{s} {c}" for s, c in result["structures"].items()))
     return "\n".join(lines)

@@ -221,9 +221,10 @@ def test_tensorboard_event_files_hold_the_same_scalars(tmp_path, monkeypatch):
 
     monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(mixed()))
     Trainer(
-        tiny_config(tmp_path, "optim.max_steps=2", "logging.tensorboard=true"), executor=executor()
+        tiny_config(tmp_path, "optim.max_steps=2", "logging.report_to=[tensorboard]"),
+        executor=executor(),
     ).train()
-    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events = EventAccumulator(str(tmp_path / "tensorboard" / "flowgrpo"))  # logging.project
     events.Reload()
     tags = set(events.Tags()["scalars"])
     assert {"reward", "entropy", "frac_reward_zero_std", "fallback_rate"} <= tags

@@ -1,0 +1,202 @@
+"""Run directories that never surprise: what a run directory holds, and the checks made before
+a run writes anything into one.
+
+* ``resume`` with no checkpoint in the directory is an error naming it (not a silent fresh start);
+* resuming with a config that changes the model or the adapter's shape (:data:`SHAPE_KEYS`) is an
+  error naming the differing keys;
+* training into a directory that already holds a run (``metrics.jsonl`` with rows, or a
+  ``checkpoint-*``) is refused unless ``overwrite``, which deletes that run's files first (only
+  the files a run writes: :data:`RUN_FILES`, :data:`RUN_DIRS`, checkpoints, the execution cache;
+  nothing else in the directory is touched);
+* ``config.yaml`` is written only after all of that passed.
+
+Every refusal is a :class:`RunDirError` (a ``ValueError``): the CLI prints it on one line and
+exits 2.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import yaml
+
+from flowgrpo.configuration import to_dict
+from flowgrpo.trainer.config import TrainConfig, load_config, save_config
+from flowgrpo.trainer.loop.checkpoint import latest_checkpoint
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.yaml"
+METRICS_FILE = "metrics.jsonl"
+#: Files a run writes at the top of its directory (besides checkpoints and the execution cache).
+RUN_FILES = (METRICS_FILE, "samples.jsonl", CONFIG_FILE, "trackers.json")
+#: Folders a run (or its reports) writes: tracker files and plots.
+RUN_DIRS = ("tensorboard", "wandb", "plots")
+#: Config keys that decide the model and the adapter's shape: a checkpoint only fits these.
+SHAPE_KEYS = (
+    "model.name_or_path",
+    "model.gguf_file",
+    "lora.r",
+    "lora.alpha",
+    "lora.target_modules",
+)
+#: The same keys as named in a checkpoint's adapter/adapter_config.json (peft).
+_ADAPTER_KEYS = {"lora.r": "r", "lora.alpha": "lora_alpha", "lora.target_modules": "target_modules"}
+
+
+class RunDirError(ValueError):
+    """A run directory that does not fit the request (the message says what to do)."""
+
+
+def existing_run(run_dir: str | Path) -> list[str]:
+    """What makes ``run_dir`` hold a run (``["metrics.jsonl with 3 steps", "checkpoint-2"]``)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    found = []
+    metrics = run_dir / METRICS_FILE
+    if metrics.is_file():
+        rows = sum(1 for line in metrics.read_text(encoding="utf-8").splitlines() if line.strip())
+        if rows:
+            found.append(f"{METRICS_FILE} with {rows} step{'s' if rows != 1 else ''}")
+    found += sorted(p.name for p in run_dir.glob("checkpoint-*"))
+    return found
+
+
+def shape_changes(config: TrainConfig, run_dir: str | Path, checkpoint: Path | None) -> list[str]:
+    """``"lora.r: 4 -> 8"`` for each :data:`SHAPE_KEYS` value that differs between ``config`` and
+    the run (its config.yaml, and the checkpoint's adapter_config.json for the LoRA shape)."""
+    new = _flat(to_dict(config))
+    old: dict = {}
+    saved = Path(run_dir) / CONFIG_FILE
+    if saved.is_file():
+        old.update(_flat(yaml.safe_load(saved.read_text(encoding="utf-8")) or {}))
+    adapter = checkpoint / "adapter" / "adapter_config.json" if checkpoint else None
+    if adapter is not None and adapter.is_file():
+        peft = json.loads(adapter.read_text(encoding="utf-8"))
+        old.update({key: peft[name] for key, name in _ADAPTER_KEYS.items() if name in peft})
+    changes = []
+    for key in SHAPE_KEYS:
+        if key in old and _norm(old[key]) != _norm(new.get(key)):
+            changes.append(f"{key}: {old[key]!r} -> {new.get(key)!r}")
+    return changes
+
+
+def check_run_dir(
+    config: TrainConfig, run_dir: str | Path, resume: bool, overwrite: bool
+) -> Path | None:
+    """Raise :class:`RunDirError` unless a run may start (or resume) in ``run_dir``; returns the
+    checkpoint to resume from (None for a fresh run). Writes nothing."""
+    run_dir = Path(run_dir)
+    if resume and overwrite:
+        raise RunDirError(
+            f"--resume and --overwrite exclude each other: --resume continues the run in "
+            f"{run_dir}, --overwrite deletes it"
+        )
+    found = existing_run(run_dir)
+    if not resume:
+        if found and not overwrite:
+            raise RunDirError(
+                f"{run_dir} already holds a run ({', '.join(found)}): continue it with --resume, "
+                "delete its run files and start again with --overwrite, or choose another "
+                "--output-dir"
+            )
+        return None
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        start = "with --overwrite" if found else "without --resume"
+        raise RunDirError(
+            f"--resume: no checkpoint in {run_dir} (a checkpoint-N folder with adapter/ and "
+            f"trainer_state.pt); start a new run there {start}"
+        )
+    changes = shape_changes(config, run_dir, checkpoint)
+    if changes:
+        raise RunDirError(
+            f"--resume: the config changes the model or the adapter of the run in {run_dir} "
+            f"({'; '.join(changes)}); its checkpoints only fit the old values: resume with "
+            f"--config {run_dir / CONFIG_FILE}, or train into another --output-dir"
+        )
+    return checkpoint
+
+
+def clear_run(config: TrainConfig, run_dir: str | Path) -> list[str]:
+    """Delete the files of the run in ``run_dir`` (only what a run writes); returns their names."""
+    run_dir = Path(run_dir)
+    names = [*RUN_FILES, *RUN_DIRS]
+    if config.rollout.cache_path:
+        names.append(config.rollout.cache_path)
+    paths = [run_dir / name for name in names]
+    paths += sorted(run_dir.glob("checkpoint-*")) + sorted(run_dir.glob(".checkpoint-*"))
+    removed = []
+    for path in paths:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        else:
+            continue
+        removed.append(path.name)
+    if removed:
+        logger.warning("--overwrite: deleted the old run's %s in %s", ", ".join(removed), run_dir)
+    return removed
+
+
+def prepare_run_dir(
+    config: TrainConfig,
+    run_dir: str | Path,
+    resume: bool = False,
+    overwrite: bool = False,
+    main_process: bool = True,
+) -> Path | None:
+    """Check (:func:`check_run_dir`), then on the main process clear the old run when
+    ``overwrite``, create the directory and write config.yaml. Returns the checkpoint to resume
+    from, or None."""
+    checkpoint = check_run_dir(config, run_dir, resume, overwrite)
+    if main_process:
+        run_dir = Path(run_dir)
+        if overwrite:
+            clear_run(config, run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(config, run_dir / CONFIG_FILE)
+    return checkpoint
+
+
+def run_config_path(path: str | Path) -> Path | None:
+    """The config.yaml of a run, given its directory or one of its checkpoints (or None)."""
+    path = Path(path).resolve()
+    for folder in (path, *path.parents[:2]):
+        if (folder / CONFIG_FILE).is_file():
+            return folder / CONFIG_FILE
+    return None
+
+
+def load_run_config(path: str | Path) -> TrainConfig:
+    """The TrainConfig a run was trained with (its config.yaml), from its directory or a
+    checkpoint; ``FileNotFoundError`` when there is none, ``ConfigError`` when it does not load."""
+    found = run_config_path(path)
+    if found is None:
+        raise FileNotFoundError(
+            f"{path}: no config.yaml here or in the folders above; give RUN_DIR/checkpoint-N "
+            "of a flowgrpo run"
+        )
+    return load_config(found)
+
+
+def _flat(data: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _norm(value):
+    """Lists compare as sets (target_modules order does not matter to peft)."""
+    if isinstance(value, (list, tuple, set)):
+        return sorted(map(str, value))
+    return value

@@ -1,0 +1,81 @@
+"""Export a checkpoint as one standard Hugging Face model folder: the run's base model with the
+LoRA adapter merged in (peft ``merge_and_unload``).
+
+The folder holds ``config.json``, ``generation_config.json``, ``model.safetensors`` and the
+tokenizer files (``tokenizer.json``, ``tokenizer_config.json``, the chat template): it loads with
+``AutoModelForCausalLM.from_pretrained(OUT)`` / ``AutoTokenizer.from_pretrained(OUT)`` and serves
+with vLLM, TGI or llama.cpp's converter like any Hugging Face checkpoint. The base model is the
+one in the run's config.yaml (the embedded GGUF default is dequantized; ``tiny-random`` is
+rebuilt from the run's seed); the merge is done in float32 and the result saved in the run's
+``model.dtype`` unless another dtype is asked for. ``flowgrpo_export.json`` records where it
+came from.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import torch
+from peft import PeftModel
+
+from flowgrpo.trainer.loop.rundir import load_run_config
+from flowgrpo.trainer.reports.evaluate import ModelSpec, adapter_dir, load_base_model
+
+logger = logging.getLogger(__name__)
+
+EXPORT_INFO = "flowgrpo_export.json"
+
+
+def check_export_target(out: str | Path, checkpoint: str | Path, overwrite: bool) -> Path:
+    """``out`` as a Path when it may be written: absent or empty, or ``overwrite`` (never the
+    checkpoint's run folder or a folder holding it). Raises ``FileExistsError``/``ValueError``."""
+    out, checkpoint = Path(out), Path(checkpoint)
+    run_dir = checkpoint.resolve().parent
+    if out.resolve() in (checkpoint.resolve(), run_dir, *run_dir.parents):
+        raise ValueError(f"--merge {out}: that folder holds the checkpoint; choose a new folder")
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"--merge {out}: a file is there; choose a folder")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(
+            f"--merge {out}: the folder is not empty; choose a new one or pass --overwrite "
+            "(deletes what is there)"
+        )
+    return out
+
+
+def export_merged(
+    checkpoint: str | Path,
+    out: str | Path,
+    device: str = "cpu",
+    dtype: str | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Merge the adapter of ``checkpoint`` (RUN_DIR/checkpoint-N) into the run's base model and
+    save a standard model folder at ``out``; returns ``out``."""
+    adapter = adapter_dir(checkpoint)
+    run_config = load_run_config(checkpoint)
+    out = check_export_target(out, checkpoint, overwrite)
+    spec = ModelSpec.of_run(run_config)
+    target = dtype or spec.dtype
+    base, tokenizer = load_base_model(ModelSpec(**{**vars(spec), "dtype": "float32"}), device)
+    merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
+    merged = merged.to(dtype=getattr(torch, target))
+    merged.config.name_or_path = str(out)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    merged.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    info = {
+        "checkpoint": str(Path(checkpoint).resolve()),
+        "base_model": spec.name_or_path,
+        "gguf_file": spec.gguf_file,
+        "dtype": target,
+        "lora": {"r": run_config.lora.r, "alpha": run_config.lora.alpha},
+    }
+    (out / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    logger.info("merged %s into %s: %s", adapter, spec.name_or_path, out)
+    return out
