@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
+from typing import NoReturn
 
 import click
 import yaml
@@ -42,6 +44,7 @@ def train_command(
         return
     console_logging()
     # heavy: torch (the loop and the metrics of its tensors); `flowgrpo validate` starts without it
+    from flowgrpo.trainer.loop.checkpoint import CheckpointError
     from flowgrpo.trainer.loop.trainer import Trainer
     from flowgrpo.trainer.monitoring.metrics import console_line
 
@@ -51,6 +54,8 @@ def train_command(
         trainer = Trainer(cfg, resume=resume, overwrite=overwrite)
     except (ValueError, FileNotFoundError, OSError, ImportError) as exc:
         fail(str(exc))
+    except KeyboardInterrupt:
+        fail("interrupted (Ctrl-C) while setting up: nothing trained or saved", 130)
     bar = progress(total=cfg.optim.max_steps, initial=trainer.step, desc="train", unit="step")
 
     def on_step(metrics: dict) -> None:
@@ -59,13 +64,42 @@ def train_command(
             tqdm.write(console_line(metrics))
 
     trainer.on_step = on_step
-    result = trainer.train()
+    resume_cmd = resume_command(config_path, overrides, max_steps, trainer.run_dir)
+    try:
+        result = trainer.train()
+    except CheckpointError as exc:  # disk full, read-only: the message names the checkpoint
+        bar.close()
+        fail(f"{exc}\nresume with: {resume_cmd}", 1)
     bar.close()
+    report_result(result, resume_cmd)
+
+
+def resume_command(config_path, overrides, max_steps, run_dir) -> str:
+    """The ``flowgrpo train`` command that continues this run from its last checkpoint."""
+    parts = ["flowgrpo", "train"]
+    if config_path:
+        parts += ["--config", str(config_path)]
+    for assignment in overrides:
+        parts += ["--set", assignment]
+    if max_steps:
+        parts += ["--max-steps", str(max_steps)]
+    return shlex.join([*parts, "--output-dir", str(run_dir), "--resume"])
+
+
+def report_result(result, resume: str) -> NoReturn:
+    """The end of a run on the console, then exit with its code: 0 done, 3 stopped on an
+    alert, 130 / 143 stopped by SIGINT (Ctrl-C) / SIGTERM (``loop.interrupt``); after a stop,
+    the command that resumes it."""
+    verb = "stopped after" if result.exit_code else "done:"
     click.echo(
-        f"done: {result.steps} steps; run directory {result.run_dir}; last checkpoint "
+        f"{verb} {result.steps} steps; run directory {result.run_dir}; last checkpoint "
         f"{result.checkpoint}"
     )
     click.echo(f"next: flowgrpo diagnose {result.run_dir}  |  flowgrpo analyze {result.run_dir}")
     if result.stop_reason:
         click.echo(result.stop_reason, err=True)
+    if result.exit_code and result.checkpoint is not None:
+        click.echo(f"resume with: {resume}", err=True)
+    elif result.exit_code:
+        click.echo("no checkpoint was saved, so there is nothing to resume: start again", err=True)
     sys.exit(result.exit_code)

@@ -2,7 +2,10 @@
 
 Written atomically: everything goes into a temporary directory next to the final one, which is
 renamed into place only when complete (``os.replace`` on the same file system), so a ``kill -9``
-at any moment leaves the last good checkpoint usable. ``checkpoint-N/adapter`` loads with
+at any moment leaves the last good checkpoint usable. A save that fails (no space left, a
+read-only or vanished directory, any write error) raises :class:`CheckpointError` naming the
+checkpoint's path; its temporary directory is removed and earlier checkpoints stay as they were
+(pruning happens only after a successful save). ``checkpoint-N/adapter`` loads with
 ``PeftModel.from_pretrained(base_model, path)``.
 """
 
@@ -23,6 +26,15 @@ from safetensors.torch import load_file
 
 logger = logging.getLogger(__name__)
 _NAME = re.compile(r"^checkpoint-(\d+)$")
+
+
+class CheckpointError(OSError):
+    """A checkpoint could not be written; the message names it, the cause and the checkpoint
+    a ``--resume`` would use (``path``: the checkpoint that was being written)."""
+
+    def __init__(self, message: str, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 def rng_state() -> dict:
@@ -48,7 +60,7 @@ def save_checkpoint(
 
     run_dir = Path(run_dir)
     final = run_dir / f"checkpoint-{step}"
-    tmp = Path(tempfile.mkdtemp(prefix=f".checkpoint-{step}.", dir=run_dir))
+    tmp = _temp_dir(run_dir, step, final)
     os.chmod(tmp, _folder_mode())  # mkdtemp makes 0700; a checkpoint follows the umask
     try:
         model.save_pretrained(tmp / "adapter")
@@ -67,8 +79,10 @@ def save_checkpoint(
             shutil.rmtree(final)
         os.replace(tmp, final)
         _fsync_dir(run_dir)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, Exception):  # not KeyboardInterrupt / a second stop signal
+            raise _save_error(final, exc) from exc
         raise
     _prune(run_dir, keep)
     logger.info("saved %s", final)
@@ -81,6 +95,23 @@ def _folder_mode() -> int:
     umask = os.umask(0o022)
     os.umask(umask)
     return 0o777 & ~umask
+
+
+def _temp_dir(run_dir: Path, step: int, final: Path) -> Path:
+    try:
+        return Path(tempfile.mkdtemp(prefix=f".checkpoint-{step}.", dir=run_dir))
+    except OSError as exc:
+        raise _save_error(final, exc) from exc
+
+
+def _save_error(final: Path, exc: Exception) -> CheckpointError:
+    previous = latest_checkpoint(final.parent)
+    kept = f"the previous checkpoint {previous} is intact" if previous else "no earlier checkpoint"
+    return CheckpointError(
+        f"could not write checkpoint {final}: {type(exc).__name__}: {exc}; {kept}. Free space "
+        f"on that disk or make {final.parent} writable, then continue with --resume",
+        final,
+    )
 
 
 def _fsync_dir(path: Path) -> None:

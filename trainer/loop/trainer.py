@@ -23,6 +23,7 @@ from flowgrpo.trainer.config import TrainConfig
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop import step as steps
 from flowgrpo.trainer.loop.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from flowgrpo.trainer.loop.interrupt import RunAbandoned, StopOnSignal
 from flowgrpo.trainer.loop.update import (
     UPDATE_KEYS,
     UpdateBatch,
@@ -124,25 +125,46 @@ class Trainer:
     # ------------------------------------------------------------------ the loop
 
     def train(self) -> TrainResult:
-        cfg, checkpoint, stop_reason = self.config, None, None
+        """Run to ``optim.max_steps`` and save; stop early on an alert named in
+        ``health.stop_on`` (exit code 3) or on SIGINT/SIGTERM (:mod:`.interrupt`: the step under
+        way is finished and saved, exit code 130/143; a second signal abandons it unsaved)."""
+        self.completed_step = self.step  # the last step whose metrics line is written
+        checkpoint, stop_reason, code = None, None, 0
         try:
-            while self.step < cfg.optim.max_steps:
-                self.step += 1
-                metrics = self._train_step()
-                if self.on_step is not None and self.accelerator.is_main_process:
-                    self.on_step(metrics)
-                every = cfg.logging.save_every
-                if every and self.step % every == 0 and self.step < cfg.optim.max_steps:
-                    checkpoint = self._save()
-                if self._any_rank(self.monitor.should_stop):
-                    stop_reason = self.monitor.stop_reason or "another process stopped on an alert"
-                    break
-            checkpoint = self._save()
+            with StopOnSignal() as signals:
+                stop_reason, code = self._run_steps(signals)
+                checkpoint = self._save()
+        except RunAbandoned as exc:
+            main = self.accelerator.is_main_process
+            checkpoint = latest_checkpoint(self.run_dir) if main else None
+            stop_reason = (
+                f"{exc} during step {self.completed_step + 1}: stopped at once, nothing saved "
+                f"(last checkpoint: {checkpoint})"
+            )
+            code, self.step = exc.exit_code, self.completed_step
         finally:
             if self.writer is not None:
                 self.writer.close()
-        code = EXIT_CODE_ALERT_STOP if stop_reason else 0
         return TrainResult(self.step, self.run_dir, checkpoint, code, stop_reason)
+
+    def _run_steps(self, signals: StopOnSignal) -> tuple[str | None, int]:
+        """Steps until max_steps, a stop_on alert or a signal: (stop reason, exit code)."""
+        cfg = self.config
+        while self.step < cfg.optim.max_steps:
+            self.step += 1
+            metrics = self._train_step()
+            self.completed_step = self.step
+            if self.on_step is not None and self.accelerator.is_main_process:
+                self.on_step(metrics)
+            every = cfg.logging.save_every
+            if every and self.step % every == 0 and self.step < cfg.optim.max_steps:
+                self._save()
+            if self._any_rank(self.monitor.should_stop):
+                reason = self.monitor.stop_reason or "another process stopped on an alert"
+                return reason, EXIT_CODE_ALERT_STOP
+            if self.step < cfg.optim.max_steps and self._any_rank(signals.received is not None):
+                return signals.stop(self.step, cfg.optim.max_steps)
+        return None, 0
 
     def _any_rank(self, flag: bool) -> bool:
         if self.world == 1:

@@ -1,0 +1,146 @@
+"""A checkpoint that cannot be written: an error naming it, and the previous one still loads.
+
+As root, a read-only directory does not stop writes, so the failure is made two ways: the
+write raises ``OSError(ENOSPC)`` (monkeypatched, always), and a real full disk (a 2 MiB tmpfs
+filled up; skipped where mounting is not permitted).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+import torch
+from peft import get_peft_model_state_dict
+from safetensors.torch import load_file
+from trainer_fakes import mixed, text_rollout
+
+from flowgrpo.operators.backends.scripted import ScriptedBackend
+from flowgrpo.trainer.config import load_config
+from flowgrpo.trainer.loop import step as step_mod
+from flowgrpo.trainer.loop.checkpoint import (
+    CheckpointError,
+    latest_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+)
+from flowgrpo.trainer.loop.trainer import Trainer
+
+pytestmark = pytest.mark.slow
+
+
+def config(run_dir, *extra):
+    return load_config(
+        "configs/tiny.yaml",
+        (f"logging.output_dir={run_dir}", "logging.save_every=1", "optim.max_steps=3", *extra),
+    )
+
+
+def trainer_for(run_dir, monkeypatch, resume=False):
+    monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(mixed()))
+    executor = ScriptedBackend(lambda request: "5")
+    return Trainer(config(run_dir), resume=resume, executor=executor)
+
+
+def fail_on_call(monkeypatch, model, n: int, error: OSError) -> None:
+    """The n-th ``save_pretrained`` of ``model`` (1-based) raises ``error``."""
+    original, calls = model.save_pretrained, []
+
+    def save_pretrained(path, *args, **kwargs):
+        calls.append(path)
+        if len(calls) == n:
+            raise error
+        return original(path, *args, **kwargs)
+
+    monkeypatch.setattr(model, "save_pretrained", save_pretrained)
+
+
+def assert_previous_checkpoint_loads(run_dir, monkeypatch, step: int) -> None:
+    """checkpoint-{step} is the latest, loads into a fresh trainer, and a resume finishes."""
+    path = latest_checkpoint(run_dir)
+    assert path == run_dir / f"checkpoint-{step}"
+    assert not list(run_dir.glob(".checkpoint-*")), "the failed save left its temporary folder"
+    saved = load_file(str(path / "adapter" / "adapter_model.safetensors"))
+    fresh = trainer_for(run_dir.parent / "fresh", monkeypatch)
+    before = {k: v.clone() for k, v in get_peft_model_state_dict(fresh.model).items()}
+    state = load_checkpoint(path, fresh.model, fresh.optimizer, fresh.scheduler)
+    assert state["step"] == step
+    after = get_peft_model_state_dict(fresh.model)
+    assert set(after) == set(saved) and all(torch.equal(after[k], saved[k]) for k in saved)
+    assert any(not torch.equal(before[k], saved[k]) for k in saved), "step 1 trained nothing"
+    resumed = trainer_for(run_dir, monkeypatch, resume=True)
+    assert resumed.step == step
+    assert resumed.train().steps == 3
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [1, 2, 3]
+
+
+def test_no_space_left_is_an_error_naming_the_checkpoint(tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    trainer = trainer_for(run_dir, monkeypatch)
+    no_space = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    fail_on_call(monkeypatch, trainer.model, 2, no_space)  # the save of step 2
+    with pytest.raises(CheckpointError) as info:
+        trainer.train()
+    message = str(info.value)
+    assert str(run_dir / "checkpoint-2") in message and "No space left on device" in message
+    assert f"previous checkpoint {run_dir / 'checkpoint-1'} is intact" in message
+    assert "--resume" in message and info.value.path == run_dir / "checkpoint-2"
+    assert [s for s, _ in list_checkpoints(run_dir)] == [1]
+    assert_previous_checkpoint_loads(run_dir, monkeypatch, 1)
+
+
+def test_a_missing_run_directory_is_an_error_naming_the_checkpoint(tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    trainer = trainer_for(run_dir, monkeypatch)
+    trainer.writer.close()
+    trainer.writer = None
+    shutil.rmtree(run_dir)  # e.g. the volume went away: the temporary folder cannot be made
+    with pytest.raises(
+        CheckpointError,
+        match=f"could not write checkpoint {run_dir}/checkpoint-0: FileNotFoundError",
+    ):
+        trainer._save()
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 2 MiB tmpfs (real ENOSPC once full), unmounted afterwards; skipped if not allowed."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], capture_output=True, timeout=30)
+
+
+def fill(directory) -> None:
+    """Write zeros into ``directory/filler`` until the file system is full."""
+    with open(directory / "filler", "wb") as handle:
+        try:
+            while True:
+                handle.write(b"\0" * 65536)
+                handle.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+
+
+def test_a_really_full_disk_keeps_the_previous_checkpoint(tiny_disk, monkeypatch):
+    run_dir = tiny_disk / "run"
+    trainer = trainer_for(run_dir, monkeypatch)
+    # the disk fills up during step 2, after its metrics line, before its checkpoint
+    trainer.on_step = lambda metrics: fill(tiny_disk) if metrics["step"] == 2 else None
+    with pytest.raises(CheckpointError) as info:
+        trainer.train()
+    assert str(run_dir / "checkpoint-2") in str(info.value)
+    assert "No space left on device" in str(info.value) or "write" in str(info.value)
+    (tiny_disk / "filler").unlink()
+    assert_previous_checkpoint_loads(run_dir, monkeypatch, 1)
