@@ -36,6 +36,7 @@ import string
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from flowgrpo.configuration import ConfigError
 from flowgrpo.dsl import AFLOW_OPERATORS, OPERATORS, OperatorSpec, undeclare_operator
 from flowgrpo.operators.ops import (
     OPERATOR_IMPLS,
@@ -49,11 +50,13 @@ from flowgrpo.operators.ops import (
     register_operator,
 )
 from flowgrpo.operators.state import OpGen, State
+from flowgrpo.plugins import import_plugin
 from flowgrpo.registry import import_object
 
 __all__ = [
     "PLACEHOLDERS",
     "call_llm",
+    "load_extensions",
     "prompt_operator",
     "register_operators",
     "register_prompt_operator",
@@ -229,3 +232,22 @@ def remove_operator(name: str) -> None:
     if name in OPERATORS:
         undeclare_operator(name)
     _registered.pop(name, None)
+
+
+def load_extensions(plugins: Sequence[str] = (), operators: Sequence[Mapping] = ()) -> None:
+    """What the training config's ``plugins:`` and ``operators:`` keys do, in this order: import
+    each plugin (:mod:`flowgrpo.plugins`; their registrations run), then declare and implement
+    each operator record (:func:`register_operators`). Idempotent. Errors raise
+    :class:`~flowgrpo.configuration.ConfigError` naming ``plugins[i]`` / ``operators[i]``."""
+    if isinstance(plugins, str) or not isinstance(plugins, (list, tuple)):
+        raise ConfigError(f"plugins: expected a list of modules or .py files, got {plugins!r}")
+    for i, entry in enumerate(plugins):
+        try:
+            import_plugin(entry)
+        except Exception as exc:  # a plugin's own bug at import time, too
+            kind = "" if isinstance(exc, ValueError) else f"{type(exc).__name__}: "
+            raise ConfigError(f"plugins[{i}]: {kind}{exc}") from None
+    try:
+        register_operators(operators or [], "operators")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None

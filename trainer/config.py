@@ -17,6 +17,9 @@ from typing import Any, Literal
 import yaml
 
 from flowgrpo.configuration import ConfigError, check, from_dict, to_dict
+from flowgrpo.dsl.fewshot import PromptSpec
+from flowgrpo.operators.backends import BACKENDS
+from flowgrpo.operators.custom import load_extensions
 from flowgrpo.rewards import RewardSpec
 from flowgrpo.trainer.algorithms.advantages import ESTIMATORS
 from flowgrpo.trainer.algorithms.losses import LossConfig
@@ -115,7 +118,9 @@ class RolloutConfig:
             and diversity only.
         executor: shared (the policy's base weights, adapter disabled), hf (a separate model) or
             openai (an OpenAI-compatible server).
-        executor_model / executor_base_url: for hf / openai executors.
+        executor_model / executor_base_url: for hf / openai executors. Any other executor is a
+            backend kind a plugin registered or a dotted path 'pkg.mod:make', called as
+            make(max_new_tokens=..., [base_url=..., model=...]) (the fields that are set).
         executor_max_calls / executor_max_seconds: per-workflow limits.
         executor_max_new_tokens: cap on tokens per executor call.
         executor_timeout_s / executor_max_retries / executor_backoff_s: the openai executor's
@@ -178,11 +183,11 @@ class RolloutConfig:
             "rollout.logprob_mode",
             "use shared_prompt or full",
         )
-        check(
-            self.executor in ("shared", "hf", "openai"),
-            "rollout.executor",
-            "use shared, hf or openai",
-        )
+        if self.executor not in ("shared", "hf", "openai"):
+            try:  # a backend kind a plugin registered, or a dotted path 'pkg.mod:make'
+                BACKENDS.get(self.executor)
+            except ValueError as exc:
+                raise ConfigError(f"rollout.executor: {exc}; or shared (the policy)") from None
         check(self.max_resample_rounds >= 0, "rollout.max_resample_rounds", "must be >= 0")
         check(self.executor_timeout_s > 0, "rollout.executor_timeout_s", "must be > 0 seconds")
         check(
@@ -303,7 +308,17 @@ class LoggingConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything a run needs; see each section's docstring."""
+    """Everything a run needs; see each section's docstring. Your own extensions (docs/USAGE.md):
+
+    ``plugins``: modules or .py files imported first, so their registrations (rewards, tasks,
+    backends, operators) exist. ``operators``: your operators ``{name, role, domains?,
+    description?, prompt | function}`` (operators.custom). ``prompt``: the policy's prompt
+    ``{system, examples, file}`` (dsl.fewshot.PromptSpec; null fields keep the built-ins).
+    """
+
+    plugins: tuple[str, ...] = ()
+    operators: tuple[dict, ...] = ()
+    prompt: PromptSpec = field(default_factory=PromptSpec)
 
     model: ModelConfig = field(default_factory=ModelConfig)
     lora: LoraSettings = field(default_factory=LoraSettings)
@@ -316,6 +331,7 @@ class TrainConfig:
 
     def __post_init__(self):
         """Cross-field rules, checked at load; derived values are derived here and only here."""
+        load_extensions(self.plugins, self.operators)  # no-op when load_config did it already
         loss, budget = self.algorithm.loss, self.rollout.max_new_tokens
         if loss.max_new_tokens is None:  # Dr. GRPO's constant normaliser = the generation budget
             loss = dataclasses.replace(loss, max_new_tokens=budget)
@@ -409,6 +425,8 @@ def load_config(path: str | Path | None = None, overrides: tuple[str, ...] = ())
             raise ConfigError(f"{p}: not valid YAML: {exc}") from None
     for assignment in overrides:
         apply_override(data, assignment)
+    if isinstance(data, dict):  # before the sections: they may name what plugins register
+        load_extensions(data.get("plugins") or (), data.get("operators") or ())
     return from_dict(TrainConfig, data)
 
 

@@ -53,9 +53,16 @@ def main() -> None:
     type=click.Choice(DOMAINS),
     help="Check operators against this problem domain's allowed set.",
 )
+@click.option(
+    "--operators",
+    "operators_file",
+    type=click.Path(dir_okay=False),
+    help="YAML/JSON operator table (name, role, domains, description): a list adds to the "
+    "AFlow set; {extends: none, operators: [...]} replaces it.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per input.")
 @output_options
-def validate_cmd(workflows, files, do_extract, domain, as_json) -> None:
+def validate_cmd(workflows, files, do_extract, domain, operators_file, as_json) -> None:
     """Validate workflows given as arguments or in files.
 
     Prints, per input, valid/invalid with the canonical form and structure, and every problem
@@ -66,8 +73,9 @@ def validate_cmd(workflows, files, do_extract, domain, as_json) -> None:
     Examples:
       flowgrpo validate "Custom -> Programmer -> Review ? Revise : done"
       flowgrpo validate --file outputs.txt --extract --json
+      flowgrpo validate --operators my_operators.yaml "Custom -> Critique ? Revise : done"
     """
-    validate_command(workflows, files, do_extract, domain, as_json)
+    validate_command(workflows, files, do_extract, domain, as_json, operators_file)
 
 
 @main.command("run")

@@ -9,7 +9,7 @@ import time
 
 import click
 
-from flowgrpo.dsl import extract, validate
+from flowgrpo.dsl import OperatorTable, extract, validate
 from flowgrpo.dsl.render import format_report, report_to_dict
 from flowgrpo.operators.backends.hf import HFBackend
 from flowgrpo.operators.interpreter import Limits, describe, run_workflows
@@ -25,8 +25,17 @@ from flowgrpo.trainer.cli.evaluate import run_config_of
 from flowgrpo.trainer.reports.evaluate import ModelSpec, load_base_model
 
 
-def validate_command(workflows, files, do_extract: bool, domain: str | None, as_json: bool):
-    """Validate each input (arguments, then lines of ``files``); exit 0 all valid, 1 any not."""
+def validate_command(
+    workflows, files, do_extract: bool, domain: str | None, as_json: bool, operators_file=None
+):
+    """Validate each input (arguments, then lines of ``files``); exit 0 all valid, 1 any not.
+    ``operators_file``: an operator table to validate against (exit 2 when it is bad)."""
+    table = None
+    if operators_file is not None:
+        try:
+            table = OperatorTable.load(operators_file)
+        except ValueError as exc:
+            fail(f"--operators: {exc}")
     inputs = list(workflows)
     for handle in files:
         inputs += [line.rstrip("\n") for line in handle if line.strip()]
@@ -34,17 +43,18 @@ def validate_command(workflows, files, do_extract: bool, domain: str | None, as_
         raise click.UsageError("give at least one workflow, or --file FILE")
     all_ok = True
     for text in inputs:
-        result = validate_one(text, do_extract, domain)
+        result = validate_one(text, do_extract, domain, table)
         all_ok &= result["ok"]
         human = result.pop("_human")
         click.echo(json.dumps(result) if as_json else human)
     sys.exit(0 if all_ok else 1)
 
 
-def validate_one(text: str, do_extract: bool, domain: str | None) -> dict:
-    """Validate one input; returns the JSON dict with a '_human' rendering added."""
+def validate_one(text: str, do_extract: bool, domain: str | None, table=None) -> dict:
+    """Validate one input (against ``table``, default the process's operator table); returns
+    the JSON dict with a '_human' rendering added."""
     if do_extract:
-        found = extract(text)
+        found = extract(text, operators=table)
         if found.fallback:
             return {
                 "input": text,
@@ -53,7 +63,7 @@ def validate_one(text: str, do_extract: bool, domain: str | None) -> dict:
                 "errors": [],
                 "_human": f"invalid  (fallback: no workflow found) {text[:60]!r}",
             }
-        report = validate(found.dsl, domain=domain)
+        report = validate(found.dsl, domain=domain, operators=table)
         result = {
             "input": text,
             "fallback": False,
@@ -61,7 +71,7 @@ def validate_one(text: str, do_extract: bool, domain: str | None) -> dict:
             **report_to_dict(report),
         }
     else:
-        report = validate(text, domain=domain)
+        report = validate(text, domain=domain, operators=table)
         result = {"input": text, **report_to_dict(report)}
     result["_human"] = format_report(report)
     return result

@@ -105,6 +105,11 @@ def executor(cfg, model, tokenizer, given=None):
         if r.executor_model != "default":
             kwargs["model"] = r.executor_model
         return make_backend("openai", **kwargs), limits
+    if r.executor != "hf":  # a plugin's backend kind or a dotted path (rollout.executor)
+        kwargs = {"max_new_tokens": r.executor_max_new_tokens}
+        kwargs |= {"base_url": r.executor_base_url} if r.executor_base_url else {}
+        kwargs |= {"model": r.executor_model} if r.executor_model != "default" else {}
+        return make_backend(r.executor, **kwargs), limits
     return make_backend(
         "hf", name_or_path=r.executor_model, max_new_tokens=r.executor_max_new_tokens
     ), limits

@@ -24,6 +24,7 @@ from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop import step as steps
 from flowgrpo.trainer.loop.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from flowgrpo.trainer.loop.interrupt import RunAbandoned, StopOnSignal
+from flowgrpo.trainer.loop.prompt import use_prompt
 from flowgrpo.trainer.loop.update import (
     UPDATE_KEYS,
     UpdateBatch,
@@ -93,6 +94,7 @@ class Trainer:
         self.model, self.tokenizer = setup.policy(cfg, model, tokenizer, self.accelerator.device)
         self.optimizer, self.scheduler = setup.optimizer(cfg, self.model)
         self.sampler = setup.sampler(cfg, self.rank)
+        use_prompt(cfg.prompt)  # the policy's prompt (config `prompt:`) for this process's rollouts
         self.executor, self.exec_limits = setup.executor(cfg, self.model, self.tokenizer, executor)
         self.cache = setup.cache(cfg, self.run_dir)
         self.history = RecentWorkflows()

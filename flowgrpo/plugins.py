@@ -1,0 +1,72 @@
+"""Plugins: your own modules, imported so that their registrations run (config key ``plugins``).
+
+A plugin is a Python module that registers things when imported -- reward components
+(``@register_component``), tasks (``@register_task``), executor backends
+(``register_backend``), operators (``register_operator(..., role=...)`` or
+``register_prompt_operator``), advantage estimators, policy losses. Name it by module
+(``my_pkg.rewards``, importable from ``sys.path``) or by file (``plugins/my_rewards.py``, a path
+relative to the working folder). A file is imported as the module named by its stem
+(``my_rewards``) and that folder is put on ``sys.path``, so ``my_rewards:fn`` dotted names and
+its own imports of neighbouring files resolve; importing the same plugin again is a no-op.
+
+This module imports nothing from flowgrpo's packages (it sits below ``flowgrpo.dsl``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+__all__ = ["import_plugin", "import_plugins"]
+
+
+def import_plugin(entry: str) -> ModuleType:
+    """Import one plugin (a module name or a ``.py`` file path); ``ValueError`` says why not."""
+    if not isinstance(entry, str) or not entry.strip():
+        raise ValueError(f"a plugin is a module name or a .py file path, got {entry!r}")
+    entry = entry.strip()
+    if entry.endswith(".py") or "/" in entry or "\\" in entry:
+        return _import_file(Path(entry))
+    try:
+        return importlib.import_module(entry)
+    except ImportError as exc:
+        raise ValueError(
+            f"plugin {entry!r}: cannot import it ({exc}); is it installed or on PYTHONPATH? "
+            "(a file is named by its path, e.g. plugins/my_rewards.py)"
+        ) from None
+
+
+def _import_file(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise ValueError(f"plugin file {str(path)!r} does not exist (paths are relative to the "
+                         "working folder)")  # fmt: skip
+    name, folder = path.stem, str(path.resolve().parent)
+    if not name.isidentifier():
+        raise ValueError(f"plugin file {str(path)!r}: {name!r} is not a valid module name")
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        if Path(getattr(loaded, "__file__", "") or "").resolve() == path.resolve():
+            return loaded
+        raise ValueError(f"plugin file {str(path)!r}: a different module {name!r} is loaded")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def import_plugins(entries: Sequence[str]) -> list[ModuleType]:
+    """Import every plugin of ``entries`` in order (see the module docstring)."""
+    if isinstance(entries, str) or not isinstance(entries, (list, tuple)):
+        raise ValueError(f"plugins must be a list of module names or .py paths, got {entries!r}")
+    return [import_plugin(entry) for entry in entries]
