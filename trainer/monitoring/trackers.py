@@ -101,10 +101,11 @@ def start_trackers(accelerator, config, run_dir: str | Path, resume: bool) -> Tr
         init["wandb"].update(id=ids["wandb"], resume="allow")
     if ids.get("mlflow"):
         init["mlflow"]["run_id"] = ids["mlflow"]
+    # Hyperparameters are logged when a tracker run starts; a continued run keeps them (MLflow
+    # refuses changed values, and max_steps usually changes on resume).
+    params = None if ids else flat_config(to_dict(config))
     try:
-        accelerator.init_trackers(
-            config.logging.project, config=flat_config(to_dict(config)), init_kwargs=init
-        )
+        accelerator.init_trackers(config.logging.project, config=params, init_kwargs=init)
     except Exception as exc:  # a tracker's own failure: one line naming it, not a traceback
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"logging.report_to: a tracker failed to start: {first}") from exc
@@ -149,7 +150,8 @@ _BAD_NAME = re.compile(r"[^A-Za-z0-9_\-./ ]")
 def flat_scalars(metrics: dict) -> dict[str, float | int]:
     """The numbers of a metrics line, flat: nested mappings as ``key/sub`` (operators,
     structures), booleans as 0/1, lists as ``key/count``; None, NaN and text left out. Names
-    keep only characters every tracker accepts."""
+    keep only characters every tracker accepts; a name that other names sit below is logged as
+    ``name/total`` (``loss`` beside ``loss/policy``)."""
     out: dict[str, float | int] = {}
 
     def put(key: str, value) -> None:
@@ -168,7 +170,10 @@ def flat_scalars(metrics: dict) -> dict[str, float | int]:
     for key, value in metrics.items():
         if key != "step":
             put(str(key), value)
-    return out
+    # A name that is also a folder of others (loss, loss/policy) cannot be both a file and a
+    # folder in MLflow's file store: the leaf becomes <name>/total (loss/total, loss/policy).
+    folders = {k.rsplit("/", 1)[0] for k in out if "/" in k}
+    return {(f"{k}/total" if k in folders else k): v for k, v in out.items()}
 
 
 def flat_config(data: dict, prefix: str = "") -> dict[str, bool | int | float | str]:

@@ -1,0 +1,139 @@
+"""Experiment trackers (logging.report_to) on the tiny model, offline: TensorBoard event files,
+W&B offline run files under the run dir, an MLflow file store. Each gets the same scalars as
+metrics.jsonl at the same steps, and a resumed run continues the same tracker run."""
+
+import json
+import math
+
+import pytest
+from trainer_fakes import mixed, text_rollout
+
+from flowgrpo.operators.backends.scripted import ScriptedBackend
+from flowgrpo.trainer.config import load_config
+from flowgrpo.trainer.loop import step as step_mod
+from flowgrpo.trainer.loop.trainer import Trainer
+from flowgrpo.trainer.monitoring.trackers import flat_scalars
+
+
+def run(tmp_path, *extra, resume=False):
+    cfg = load_config(
+        "configs/tiny.yaml",
+        (f"logging.output_dir={tmp_path}", "logging.save_every=1", "logging.run_name=t", *extra),
+    )
+    Trainer(cfg, resume=resume, executor=ScriptedBackend(lambda request: "5")).train()
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+@pytest.fixture(autouse=True)
+def fake_rollouts(monkeypatch):
+    monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(mixed()))
+
+
+def test_flat_scalars_keep_numbers_only():
+    flat = flat_scalars(
+        {
+            "step": 3,
+            "reward": 0.5,
+            "loss": 0.1,
+            "loss/policy": 0.2,
+            "kl": None,
+            "entropy": math.nan,
+            "rollback": True,
+            "operators": {"Custom": 0.25},
+            "alerts": [{"name": "entropy_low"}],
+            "collapse": None,
+            "note": "text",
+            "pass@1": 1.0,
+        }
+    )
+    assert flat == {
+        "reward": 0.5,
+        "loss/total": 0.1,
+        "loss/policy": 0.2,
+        "rollback": 1,
+        "operators/Custom": 0.25,
+        "alerts/count": 1,
+        "pass_1": 1.0,
+    }
+
+
+def test_tensorboard_alias_and_report_to_are_one_setting(tmp_path):
+    alias = load_config("configs/tiny.yaml", ("logging.tensorboard=true",))
+    assert alias.logging.report_to == ("tensorboard",)
+    both = load_config(
+        "configs/tiny.yaml", ("logging.tensorboard=true", "logging.report_to=[tensorboard]")
+    )
+    assert both.logging.report_to == ("tensorboard",)
+    assert load_config("configs/tiny.yaml", ("logging.tensorboard=false",)).logging.report_to == ()
+
+
+def test_wandb_offline_writes_the_metrics_under_the_run_dir(tmp_path, monkeypatch):
+    pytest.importorskip("wandb", reason="the dev extra installs wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    lines = run(tmp_path, "optim.max_steps=2", "logging.report_to=[wandb]")
+    run_id = json.loads((tmp_path / "trackers.json").read_text())["wandb"]
+    files = sorted((tmp_path / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb"))
+    assert len(files) == 1
+    history = wandb_history(files[0])
+    assert [row["_step"] for row in history] == [1, 2]
+    assert history[1]["validity_rate"] == pytest.approx(lines[1]["validity_rate"])
+    assert history[0]["completions/mean_length"] == pytest.approx(
+        lines[0]["completions/mean_length"]
+    )
+
+    run(tmp_path, "optim.max_steps=3", "logging.report_to=[wandb]", resume=True)
+    files = sorted((tmp_path / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb"))
+    assert len(files) == 2, "the resumed run logs to the same W&B run id"
+    assert [row["_step"] for row in wandb_history(files[-1])] == [3]
+
+
+def test_mlflow_file_store_gets_the_metrics_and_a_resume_continues_the_run(tmp_path, monkeypatch):
+    pytest.importorskip("mlflow", reason="the dev extra installs mlflow-skinny")
+    from mlflow.tracking import MlflowClient
+
+    store = tmp_path / "mlruns"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.as_uri())
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    run_dir = tmp_path / "run"
+    lines = run(run_dir, "optim.max_steps=2", "logging.report_to=[mlflow]")
+    run_id = json.loads((run_dir / "trackers.json").read_text())["mlflow"]
+    client = MlflowClient(tracking_uri=store.as_uri())
+    history = client.get_metric_history(run_id, "validity_rate")
+    assert [m.step for m in history] == [1, 2]
+    assert [m.value for m in history] == pytest.approx([x["validity_rate"] for x in lines])
+    losses = client.get_metric_history(run_id, "loss/total")
+    assert [m.value for m in losses] == pytest.approx([x["loss"] for x in lines])
+    assert client.get_run(run_id).data.params["lora.r"] == "4"
+
+    run(run_dir, "optim.max_steps=3", "logging.report_to=[mlflow]", resume=True)
+    steps = [m.step for m in client.get_metric_history(run_id, "validity_rate")]
+    assert steps == [1, 2, 3]
+
+
+def wandb_history(path):
+    """The history rows of an offline W&B run file (records in LevelDB-log blocks of 32 KiB)."""
+    from wandb.proto import wandb_internal_pb2
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B"
+    pos, block, buf, rows = 7, 32768, b"", []
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        if left < 7:  # a block's tail too short for a record header is padding
+            pos += left
+            continue
+        length, kind = int.from_bytes(data[pos + 4 : pos + 6], "little"), data[pos + 6]
+        chunk = data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        buf = chunk if kind in (1, 2) else buf + chunk  # 1 full, 2 first, 3 middle, 4 last
+        if kind in (1, 4):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(buf)
+            if record.WhichOneof("record_type") == "history":
+                items = record.history.item
+                rows.append(
+                    {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in items}
+                )
+    return rows

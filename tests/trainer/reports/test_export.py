@@ -1,0 +1,89 @@
+"""``flowgrpo export CHECKPOINT --merge OUT`` on the tiny model: OUT is a standard model folder
+whose logits equal those of the base model with the adapter, and whose tokenizer loads."""
+
+import json
+
+import torch
+from click.testing import CliRunner
+from peft import PeftModel
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from flowgrpo.operators.backends.tiny import build_tiny_model
+from flowgrpo.trainer.cli.app import main
+from flowgrpo.trainer.config import load_config, save_config
+from flowgrpo.trainer.loop.policy import wrap_lora
+
+SEED = 7  # not tiny-random's default 0: the export must rebuild the run's base model
+
+
+def fake_checkpoint(run_dir):
+    """RUN_DIR/checkpoint-1 holding an adapter with large random LoRA B weights."""
+    cfg = load_config("configs/tiny.yaml", (f"logging.output_dir={run_dir}", f"optim.seed={SEED}"))
+    peft = wrap_lora(build_tiny_model(seed=SEED)[0], cfg.lora)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, param in peft.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.2)
+    checkpoint = run_dir / "checkpoint-1"
+    peft.save_pretrained(checkpoint / "adapter")
+    (checkpoint / "trainer_state.pt").write_bytes(b"")
+    save_config(cfg, run_dir / "config.yaml")
+    return checkpoint
+
+
+def export(*args):
+    return CliRunner().invoke(main, ["export", *map(str, args)])
+
+
+def logits(model, ids):
+    with torch.no_grad():
+        return model(input_ids=ids).logits
+
+
+def test_merged_model_has_the_adapter_models_logits_and_a_tokenizer(tmp_path):
+    checkpoint, out = fake_checkpoint(tmp_path / "run"), tmp_path / "merged"
+    result = export(checkpoint, "--merge", out)
+    assert result.exit_code == 0, result.output
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in out.iterdir()}
+
+    merged = AutoModelForCausalLM.from_pretrained(out).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    ids = torch.tensor([tokenizer("Custom -> Review ? Revise : done")["input_ids"]])
+    base, reference_tokenizer = build_tiny_model(seed=SEED)
+    assert ids.tolist()[0] == reference_tokenizer("Custom -> Review ? Revise : done")["input_ids"]
+    plain = logits(base, ids)
+    adapted = logits(PeftModel.from_pretrained(base, checkpoint / "adapter").eval(), ids)
+    assert (adapted - plain).abs().max() > 1e-2, "the adapter changes the outputs"
+    torch.testing.assert_close(logits(merged, ids), adapted, atol=1e-5, rtol=1e-5)
+    assert json.loads((out / "flowgrpo_export.json").read_text())["base_model"] == "tiny-random"
+
+
+def test_export_refuses_a_non_empty_folder_unless_overwrite_and_logs_by_level(tmp_path):
+    checkpoint, out = fake_checkpoint(tmp_path / "run"), tmp_path / "merged"
+    out.mkdir()
+    (out / "keep.txt").write_text("x")
+    refused = export(checkpoint, "--merge", out)
+    assert (
+        refused.exit_code == 2 and "not empty" in refused.output and "--overwrite" in refused.output
+    )
+    assert (out / "keep.txt").exists()
+
+    quiet = export(checkpoint, "--merge", out, "--overwrite", "--log-level", "WARNING")
+    assert quiet.exit_code == 0, quiet.output
+    assert "into tiny-random" not in quiet.output and "merging" in quiet.output
+    assert not (out / "keep.txt").exists()
+    silent = export(checkpoint, "--merge", out, "--overwrite", "--quiet")
+    assert silent.exit_code == 0 and "merging" not in silent.output and "exported" in silent.output
+    loud = export(checkpoint, "--merge", out, "--overwrite")
+    assert "into tiny-random" in loud.output
+
+
+def test_export_usage_errors(tmp_path):
+    checkpoint = fake_checkpoint(tmp_path / "run")
+    assert "give --merge OUT" in export(checkpoint).output
+    assert export(checkpoint).exit_code == 2
+    inside = export(checkpoint, "--merge", tmp_path / "run")
+    assert inside.exit_code == 2 and "holds the checkpoint" in inside.output
+    no_adapter = export(tmp_path, "--merge", tmp_path / "out")
+    assert no_adapter.exit_code == 2 and "no adapter here" in no_adapter.output
