@@ -313,7 +313,8 @@ class _Checker:
 
     def _cond(self, node: Cond, state: _State) -> _State:
         check = node.check
-        if not (isinstance(check, Op) and self.table.role(check.name) == CHECKER):
+        unknown = isinstance(check, Op) and check.name not in self.table  # reported by _op
+        if not unknown and not (isinstance(check, Op) and self.table.role(check.name) == CHECKER):
             got = check.name if isinstance(check, Op) else canonical(check)
             self.error(
                 "condition_not_checker",
