@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +21,7 @@ from flowgrpo.configuration import ConfigError, check, from_dict, to_dict
 from flowgrpo.dsl.fewshot import PromptSpec
 from flowgrpo.operators.backends import BACKENDS
 from flowgrpo.operators.custom import load_extensions
+from flowgrpo.operators.simulation import SimulationParams
 from flowgrpo.rewards import RewardSpec
 from flowgrpo.trainer.algorithms.advantages import ESTIMATORS
 from flowgrpo.trainer.algorithms.losses import LossConfig
@@ -34,6 +36,7 @@ __all__ = [
     "ModelConfig",
     "OptimConfig",
     "RolloutConfig",
+    "SimulationSettings",
     "TrainConfig",
     "apply_override",
     "from_dict",
@@ -62,14 +65,25 @@ class ModelConfig:
         dtype: float32, bfloat16 or float16 (bf16 on GPUs; float32 on CPUs).
         gradient_checkpointing: trade compute for memory (needed for 7B models); disables the
             shared-prompt scoring, which needs the KV cache.
+        init_adapter: a LoRA adapter directory (``save_pretrained`` output, holding
+            adapter_config.json) to start from instead of a fresh adapter, e.g. the
+            format-trained start of ``scripts/format_sft.py`` (runs/format-sft/adapter); its
+            r, alpha and target_modules must equal the ``lora`` section (checked when the
+            policy is built). null: a fresh adapter (B = 0, the base model's behaviour).
     """
 
     name_or_path: str = "default"
     gguf_file: str | None = None
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     gradient_checkpointing: bool = False
+    init_adapter: str | None = None
 
     def __post_init__(self):
+        check(
+            self.init_adapter is None or bool(str(self.init_adapter).strip()),
+            "model.init_adapter",
+            "give an adapter directory (e.g. runs/format-sft/adapter) or null for a fresh one",
+        )
         check(
             self.dtype in ("float32", "bfloat16", "float16"),
             "model.dtype",
@@ -99,6 +113,46 @@ class LoraSettings:
 
 
 @dataclass(frozen=True)
+class SimulationSettings:
+    """The SIMULATED executor (``rollout.executor: simulated``): not a model. Each operator call
+    succeeds, detects, fixes or votes with documented probabilities; answers still run through
+    the real interpreter, sandbox and checkers (docs/SIMULATED_EXECUTOR.md). Because every
+    workflow's expected accuracy is then known exactly, each metrics line carries ``sim/*``
+    keys (regret against the best workflow). Math tasks only.
+
+    Attributes:
+        seed: seed of every simulated draw (any integer; part of the execution cache key).
+        params: fields of ``operators.simulation.SimulationParams`` that differ from its
+            documented defaults, e.g. ``{review_false_alarm: 0.05}``; a per-difficulty field
+            takes one number, ``[easy, medium, hard]`` or ``{easy: .., medium: .., hard: ..}``.
+            Unknown names are refused at load with the closest one. The same parameters drive
+            the executor and the analytic ``sim/*`` metrics. The saved config.yaml lists all.
+    """
+
+    seed: int = 0
+    params: SimulationParams = field(default_factory=SimulationParams)
+
+    @classmethod
+    def _from_raw(cls, value, path: str) -> SimulationSettings:
+        """From YAML data: ``params`` through ``SimulationParams.from_dict`` (did-you-mean on
+        unknown names), the rest through :func:`from_dict`."""
+        if value is None:
+            value = {}
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path.rstrip('.')}: expected a mapping {{seed, params}}")
+        data = dict(value)
+        try:
+            params = SimulationParams.from_dict(data.pop("params", None))
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"{path}params: {exc}") from None
+        return dataclasses.replace(from_dict(cls, data, path), params=params)
+
+
+#: Task names whose problems are not math (the simulated executor cannot run them).
+_CODE_TASKS = ("mbpp", "humaneval")
+
+
+@dataclass(frozen=True)
 class RolloutConfig:
     """Sampling and execution of workflows.
 
@@ -116,8 +170,11 @@ class RolloutConfig:
         logprob_mode: shared_prompt (prompt computed once per group) or full.
         execute: run valid workflows with the executor (accuracy/cost rewards); off = validity
             and diversity only.
-        executor: shared (the policy's base weights, adapter disabled), hf (a separate model) or
-            openai (an OpenAI-compatible server).
+        executor: shared (the policy's base weights, adapter disabled), hf (a separate model),
+            openai (an OpenAI-compatible server) or simulated (the SIMULATED executor of
+            ``simulation``: accuracies come from a model of operators, not from an LLM).
+        simulation: seed and parameters of the simulated executor (:class:`SimulationSettings`;
+            read only when executor is simulated).
         executor_model / executor_base_url: for hf / openai executors. Any other executor is a
             backend kind a plugin registered or a dotted path 'pkg.mod:make', called as
             make(max_new_tokens=..., [base_url=..., model=...]) (the fields that are set).
@@ -156,6 +213,7 @@ class RolloutConfig:
     executor_timeout_s: float = 120.0
     executor_max_retries: int = 4
     executor_backoff_s: float = 0.5
+    simulation: SimulationSettings = field(default_factory=SimulationSettings)
     cache_path: str | None = "execution_cache.jsonl"
     dynamic_sampling: bool = True
     max_resample_rounds: int = 1
@@ -183,11 +241,17 @@ class RolloutConfig:
             "rollout.logprob_mode",
             "use shared_prompt or full",
         )
-        if self.executor not in ("shared", "hf", "openai"):
+        if self.executor not in ("shared", "hf", "openai", "simulated"):
             try:  # a backend kind a plugin registered, or a dotted path 'pkg.mod:make'
                 BACKENDS.get(self.executor)
             except ValueError as exc:
                 raise ConfigError(f"rollout.executor: {exc}; or shared (the policy)") from None
+        check(
+            self.executor != "simulated" or self.task.split(":")[0].lower() not in _CODE_TASKS,
+            "rollout.executor",
+            f"the SIMULATED executor models math problems only, not task {self.task!r}; use "
+            "arithmetic or gsm8k:PATH, or another executor",
+        )
         check(self.max_resample_rounds >= 0, "rollout.max_resample_rounds", "must be >= 0")
         check(self.executor_timeout_s > 0, "rollout.executor_timeout_s", "must be > 0 seconds")
         check(

@@ -14,10 +14,12 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 
 from flowgrpo.operators.backends import make_backend
+from flowgrpo.operators.backends.hf import load_hf_model
 from flowgrpo.operators.backends.tiny import TINY_NAME, build_tiny_model
 from flowgrpo.operators.cache import ExecutionCache
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.tasks import load_task
+from flowgrpo.trainer.loop.init_adapter import load_init_adapter
 from flowgrpo.trainer.loop.policy import _pad, load_policy, wrap_lora
 from flowgrpo.trainer.loop.rollout import ProblemSampler
 from flowgrpo.trainer.loop.rundir import prepare_run_dir
@@ -26,6 +28,11 @@ from flowgrpo.trainer.monitoring.trackers import accelerator_kwargs, start_track
 
 logger = logging.getLogger(__name__)
 
+SIMULATED_NOTICE = (
+    "SIMULATED executor (operators/simulation): accuracies are from a model, not an LLM "
+    "(seed {seed}, params {digest}; docs/SIMULATED_EXECUTOR.md)"
+)
+
 
 def policy(cfg, model=None, tokenizer=None, device=None):
     """(LoRA-wrapped policy on ``device``, tokenizer): given, tiny-random, or loaded."""
@@ -33,10 +40,18 @@ def policy(cfg, model=None, tokenizer=None, device=None):
     set_seed(cfg.optim.seed)  # identical LoRA initialisation on every rank
     if model is None and cfg.model.name_or_path == TINY_NAME:
         model, tokenizer = build_tiny_model(seed=cfg.optim.seed)
+    m = cfg.model
+    if model is None and m.init_adapter:
+        model, tokenizer = load_hf_model(m.name_or_path, gguf_file=m.gguf_file, dtype=m.dtype)
     if model is not None:
         if tokenizer is None:
             raise ValueError("a model was passed without its tokenizer")
-        peft_model = wrap_lora(model, cfg.lora, cfg.model.gradient_checkpointing)
+        if m.init_adapter:  # model.init_adapter: start from a saved adapter (its shape checked)
+            peft_model = load_init_adapter(
+                model, m.init_adapter, cfg.lora, m.gradient_checkpointing
+            )
+        else:
+            peft_model = wrap_lora(model, cfg.lora, m.gradient_checkpointing)
         tokenizer = _pad(tokenizer)
     else:
         peft_model, tokenizer = load_policy(cfg.model, cfg.lora)
@@ -82,6 +97,10 @@ def executor(cfg, model, tokenizer, given=None):
     limits = Limits(max_llm_calls=r.executor_max_calls, max_seconds=r.executor_max_seconds)
     if given is not None or not r.execute:
         return given, limits
+    if r.executor == "simulated":
+        sim = r.simulation
+        logger.warning(SIMULATED_NOTICE.format(seed=sim.seed, digest=sim.params.digest()))
+        return make_backend("simulated", seed=sim.seed, params=sim.params), limits
     if r.executor == "shared":
         from flowgrpo.operators.backends.hf import HFBackend
 

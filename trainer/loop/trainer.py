@@ -25,6 +25,7 @@ from flowgrpo.trainer.loop import step as steps
 from flowgrpo.trainer.loop.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from flowgrpo.trainer.loop.interrupt import RunAbandoned, StopOnSignal
 from flowgrpo.trainer.loop.prompt import use_prompt
+from flowgrpo.trainer.loop.simulation_metrics import rollout_simulation_metrics
 from flowgrpo.trainer.loop.update import (
     UPDATE_KEYS,
     UpdateBatch,
@@ -198,6 +199,7 @@ class Trainer:
         start = time.perf_counter()
         first = steps.first_rollout(self.env, self.sampler.draw)
         metrics = {"step": self.step, **steps.rollout_metrics_of(first)}
+        metrics.update(rollout_simulation_metrics(self.config, first.table, first.rollout))
         metrics = self._mean_over_ranks(metrics)  # every rank decides on the same numbers
         rollback = self._maybe_rollback(metrics)
         if rollback:

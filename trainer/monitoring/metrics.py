@@ -124,6 +124,22 @@ METRICS_SCHEMA: tuple[tuple[str, str], ...] = (
     ("step_time", "seconds for the whole step"),
     ("tokens_per_s", "completion tokens generated per second of step time"),
     ("cache_hit_rate", "execution cache hit rate so far"),
+    (
+        "sim/regret",
+        "simulated executor only: mean regret of the step's completions, best "
+        "expected reward minus theirs (rewards' accuracy/cost weights; fallback/invalid score 0)",
+    ),
+    (
+        "sim/expected_accuracy",
+        "simulated executor only: mean exact expected accuracy of the "
+        "workflows written (0 for fallback/invalid)",
+    ),
+    (
+        "sim/best_expected_accuracy",
+        "simulated executor only: mean expected accuracy of the best "
+        "workflow for each completion's problem difficulty",
+    ),
+    ("sim/best_share", "simulated executor only: share of completions that are a best workflow"),
     ("operators", "share of valid workflows using each operator (object)"),
     ("structures", "count of valid workflows per structure class (object)"),
     ("alerts", "health alerts fired at this step (list of objects)"),
@@ -209,4 +225,8 @@ def console_line(m: dict) -> str:
         f"{f('accuracy', '{:.2f}')} | zero-std {f('frac_reward_zero_std', '{:.2f}')} | "
         f"H {f('entropy')} | loss {f('loss', '{:.4f}')} gn {f('grad_norm')} | "
         f"{f('step_time', '{:.1f}')}s"
+    ) + (
+        f" | SIMULATED regret {f('sim/regret')} E[acc] {f('sim/expected_accuracy')}"
+        if m.get("sim/regret") is not None
+        else ""
     )
