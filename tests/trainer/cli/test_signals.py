@@ -12,6 +12,7 @@ file), so the signal provably lands inside a step. Every wait is bounded.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal
 import subprocess
@@ -27,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[3]
 HELPER = Path(__file__).with_name("slow_train.py")
 STEPS, SLEEP_S = 3, 2.0
 START_TIMEOUT_S, STOP_TIMEOUT_S, RESUME_TIMEOUT_S = 240, 120, 300
+#: one torch thread: on 2 busy cores two threads spin against each other (10-30x slower steps)
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def lines_of(path: Path) -> list[str]:
@@ -49,7 +52,9 @@ class SlowRun:
             "--output-dir", str(self.run_dir), *extra,
         ]  # fmt: skip
         with open(self.output, "w") as out:
-            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                cmd, cwd=ROOT, env=ENV, stdout=out, stderr=subprocess.STDOUT
+            )
 
     def wait_inside_a_step(self) -> int:
         """Wait until a step's line is written and the next step has started sampling (a new
@@ -107,7 +112,7 @@ def resume(output: str, run_dir: Path) -> None:
     assert args[-1] == "--resume" and str(run_dir) in args
     done = subprocess.run(
         [sys.executable, "-m", "flowgrpo.trainer.cli", *args[1:]],
-        cwd=ROOT, capture_output=True, text=True, timeout=RESUME_TIMEOUT_S,
+        cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=RESUME_TIMEOUT_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert steps_of(run_dir / "metrics.jsonl") == list(range(1, STEPS + 1))

@@ -33,6 +33,15 @@ from flowgrpo.trainer.loop.trainer import Trainer
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch thread: on 2 busy cores two threads spin against each other."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def config(run_dir, *extra):
     return load_config(
         "configs/tiny.yaml",
