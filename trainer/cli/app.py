@@ -6,7 +6,9 @@ run), :mod:`.train`, :mod:`.reports` (diagnose, analyze), :mod:`.evaluate` (eval
 (:func:`.common.output_options`).
 
 Exit codes: 0 success; 1 the command ran and found a problem (an invalid workflow); 2 usage
-errors (bad option, missing file, bad config); 3 ``train`` stopped on an alert.
+errors (bad option, missing file, bad config); 3 ``train`` stopped on an alert; 130 / 143
+``train`` stopped by SIGINT (Ctrl-C) / SIGTERM after saving the step under way (see
+``loop.interrupt``; it prints the ``--resume`` command).
 """
 
 from __future__ import annotations
@@ -201,7 +203,10 @@ def train_cmd(config_path, overrides, max_steps, output_dir, resume, overwrite, 
 
     \b
     Exit codes: 0 done; 2 bad config or usage (also: a run dir that already holds a run without
-    --resume/--overwrite, --resume with no checkpoint); 3 stopped on an alert in health.stop_on.
+    --resume/--overwrite, --resume with no checkpoint); 3 stopped on an alert in health.stop_on;
+    1 a checkpoint could not be written (disk full, read-only); 130 / 143 stopped by Ctrl-C /
+    SIGTERM: the step under way is finished and saved first (a second signal stops at once
+    without saving), then the command that resumes the run is printed.
     """
     train_command(config_path, overrides, max_steps, output_dir, resume, dry_run, overwrite)
 
