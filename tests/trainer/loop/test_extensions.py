@@ -13,8 +13,11 @@ from flowgrpo.dsl import OPERATORS
 from flowgrpo.operators.backends import BACKENDS
 from flowgrpo.operators.backends.scripted import ScriptedBackend
 from flowgrpo.operators.custom import remove_operator
+from flowgrpo.operators.interpreter import run_workflow
+from flowgrpo.operators.tasks import load_task
 from flowgrpo.rewards.components import REWARD_COMPONENTS
 from flowgrpo.trainer.config import load_config
+from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop import step as step_mod
 from flowgrpo.trainer.loop.prompt import active_prompt, build_messages, use_prompt
 from flowgrpo.trainer.loop.trainer import Trainer
@@ -220,3 +223,34 @@ def test_the_prompt_file_holds_system_and_examples(tmp_path):
     path.write_text("examples:\n  - {question: '2+2?', workflow: 'Test', domain: math}\n")
     with pytest.raises(ConfigError, match=r"prompt.examples\[0\]: .*Test is not allowed"):
         load_config("configs/tiny.yaml", (f"prompt.file={path}",))
+
+
+def test_dotted_paths_for_an_executor_backend_and_an_operator_function(user_dir):
+    tmp_path, name = user_dir
+    (tmp_path / name / "ext.py").write_text(
+        textwrap.dedent("""
+        from flowgrpo.operators.backends.scripted import ScriptedBackend
+        from flowgrpo.operators.custom import call_llm
+
+        def make(max_new_tokens, **kw):
+            return ScriptedBackend(lambda request: "Paris", name=f"ext-{max_new_tokens}")
+
+        def shout(state, instruction, settings):
+            reply = yield from call_llm(state, "Shout", f"Shout {state.solution}", settings)
+            state.solution = reply.upper()
+        """)
+    )
+    record = {"name": "Shout", "role": "refiner", "function": f"{name}.ext:shout"}
+    cfg = load_config(
+        "configs/tiny.yaml",
+        (f"rollout.executor={name}.ext:make", f"operators=[{json.dumps(record)}]"),
+    )
+    try:
+        llm, _ = setup.executor(cfg, None, None)
+        assert llm.settings_key == "scripted:ext-8"  # made by the user's factory
+        problem = load_task(f"jsonl:{tmp_path / 'trivia.jsonl'}", n=1)[0]
+        result = run_workflow("Custom -> Shout", problem, llm)
+        assert [t.op for t in result.trace] == ["Custom", "Shout"]
+        assert result.answer == "PARIS" and result.correct  # qa: case-insensitive match
+    finally:
+        remove_operator("Shout")
