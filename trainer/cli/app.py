@@ -297,9 +297,11 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
 @click.option(
     "--executor",
     default=None,
-    type=click.Choice(["hf", "openai"]),
-    help="hf: the base weights in-process; openai: an OpenAI-compatible server. [default: "
-    "hf; with --adapter the run's rollout.executor]",
+    type=click.Choice(["hf", "openai", "simulated"]),
+    help="hf: the base weights in-process; openai: an OpenAI-compatible server; simulated: the "
+    "SIMULATED executor (operators/simulation; the run's rollout.simulation, else defaults), "
+    "which also reports the analytic expected accuracy and regret of the workflows written. "
+    "[default: hf; with --adapter the run's rollout.executor]",
 )
 @click.option("--base-url", help="openai executor: server URL (or FLOWGRPO_EXECUTOR_BASE_URL).")
 @click.option("--executor-model", help="openai executor: served model name.")

@@ -64,11 +64,14 @@ def eval_command(*, adapter, base, compare: tuple[str, str] | None, **options) -
         status(f"loading {spec.name_or_path!r} ({spec.dtype}, {device}) ...")
         policy, tokenizer, described = load_for_eval(adapter, spec, device)
         llm, limits = eval_executor(run, policy, tokenizer, settings.execute, o)
+        simulation = eval_simulation(run, o)  # SIMULATED executor: analytic numbers too
     except (ValueError, FileNotFoundError, OSError, ImportError) as exc:
         fail(str(exc))
     with progress(total=o["n"], desc="eval", unit="problem") as bar:
         try:
-            result = evaluate(policy, tokenizer, settings, llm, limits, progress=bar.update)
+            result = evaluate(
+                policy, tokenizer, settings, llm, limits, progress=bar.update, simulation=simulation
+            )
         except (ValueError, FileNotFoundError) as exc:
             fail(str(exc))
     result["model"] = described
@@ -85,10 +88,37 @@ def eval_command(*, adapter, base, compare: tuple[str, str] | None, **options) -
     click.echo(json.dumps(result, indent=2) if json_out == "-" else format_eval(result))
 
 
+def simulated_config(run):
+    """The run's TrainConfig (or the defaults) with ``rollout.executor: simulated``: its
+    ``rollout.simulation`` section, call budget and reward trade-off are what eval uses."""
+    # heavy: torch (trainer.config imports the losses); `flowgrpo eval --compare` starts without it
+    from flowgrpo.trainer.config import TrainConfig
+
+    run = run if run is not None else TrainConfig()
+    return dataclasses.replace(run, rollout=dataclasses.replace(run.rollout, executor="simulated"))
+
+
+def eval_simulation(run, o: dict):
+    """RegretSettings when the executor is the SIMULATED one (``--executor simulated``, or a
+    run that used it and no ``--executor``), else None."""
+    chosen = o["executor"] or (run.rollout.executor if run is not None else None)
+    if chosen != "simulated":
+        return None
+    # heavy: torch (the loop package); `flowgrpo eval --compare` starts without it
+    from flowgrpo.trainer.loop.simulation_metrics import regret_settings
+
+    return regret_settings(simulated_config(run))
+
+
 def eval_executor(run, policy, tokenizer, execute: bool, o: dict):
     """(executor backend or None, Limits or None): the run's executor unless ``--executor``."""
     if not execute:
         return None, None
+    if o["executor"] == "simulated":  # the run's simulation section and budget, else defaults
+        # heavy: torch (the training setup builds the executor); eval --compare skips it
+        from flowgrpo.trainer.loop.setup import executor as run_executor
+
+        return run_executor(simulated_config(run), policy, tokenizer)
     budget = o["executor_max_new_tokens"]
     if run is not None:
         rollout = dataclasses.replace(
