@@ -113,13 +113,28 @@ class HealthMonitor:
 
     The loop calls :meth:`observe` with each step's metrics dict (after the step; the returned
     alerts go into the line's ``alerts``), then stops with ``EXIT_CODE_ALERT_STOP`` when
-    :attr:`should_stop` is true. Pass ``history`` (earlier metrics lines) when resuming. The
-    whole history is kept in memory (one small dict per step).
+    :attr:`should_stop` is true. Pass ``history`` (earlier metrics lines) when resuming.
+
+    Memory stays flat over long runs: :attr:`history` keeps the last ``max_history`` lines
+    (default 1000, raised to what the configured windows need; the checks look back
+    ``step_time_window`` + 1 lines at most, the collapse rule to the previous rollout, and a
+    checkpoint stores the last 200) and :attr:`alerts` the last ``max_history`` alerts;
+    :attr:`counts` counts every firing since the start. Without the bound each step added about
+    2 KB (scripts/soak.py, docs/BENCHMARKS.md "Soak").
     """
 
-    def __init__(self, config: HealthConfig | None = None, history: Iterable[Mapping] = ()):
+    def __init__(
+        self,
+        config: HealthConfig | None = None,
+        history: Iterable[Mapping] = (),
+        max_history: int = 1000,
+    ):
         self.config = config or HealthConfig()
-        self.history: list[dict] = [dict(line) for line in history]
+        c = self.config
+        windows = (c.step_time_window + 1, c.deadlock_steps, c.frozen_length_steps,
+                   c.zero_grad_steps, c.fallback_steps, c.unscorable_steps)  # fmt: skip
+        self.max_history = max(int(max_history), *windows, 2)
+        self.history: list[dict] = [dict(line) for line in history][-self.max_history :]
         self.counts: dict[str, int] = {}
         self.alerts: list[Alert] = []
         self.stop_alert: Alert | None = None
@@ -142,6 +157,7 @@ class HealthMonitor:
         if not isinstance(metrics, Mapping):
             raise TypeError(f"observe() takes a dict of metrics, got {type(metrics).__name__}")
         self.history.append(dict(metrics))
+        del self.history[: -self.max_history]
         alerts = run_checks(self.history, self.config)
         fired = {a.name for a in alerts}
         for alert in alerts:
@@ -152,4 +168,5 @@ class HealthMonitor:
                 self.stop_alert = alert
         self._active = fired
         self.alerts.extend(alerts)
+        del self.alerts[: -self.max_history]
         return alerts
