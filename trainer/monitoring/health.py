@@ -116,9 +116,9 @@ class HealthMonitor:
     :attr:`should_stop` is true. Pass ``history`` (earlier metrics lines) when resuming.
 
     Memory stays flat over long runs: :attr:`history` keeps the last ``max_history`` lines
-    (default 1000, raised to what the configured windows need; the checks look back
-    ``step_time_window`` + 1 lines at most, the collapse rule to the previous rollout, and a
-    checkpoint stores the last 200) and :attr:`alerts` the last ``max_history`` alerts;
+    (default 200, as many as a checkpoint stores for a resume; raised to what the configured
+    windows need: the checks look back ``step_time_window`` + 1 lines at most, the collapse
+    rule to the previous rollout) and :attr:`alerts` the last ``max_history`` alerts;
     :attr:`counts` counts every firing since the start. Without the bound each step added about
     2 KB (scripts/soak.py, docs/BENCHMARKS.md "Soak").
     """
@@ -127,7 +127,7 @@ class HealthMonitor:
         self,
         config: HealthConfig | None = None,
         history: Iterable[Mapping] = (),
-        max_history: int = 1000,
+        max_history: int = 200,
     ):
         self.config = config or HealthConfig()
         c = self.config
