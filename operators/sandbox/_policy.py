@@ -51,7 +51,8 @@ def running_as_root() -> bool:
 @functools.lru_cache(maxsize=1)
 def kernel_landlock_abi() -> int:
     """The kernel's Landlock ABI version (0: none); probed once per process."""
-    from flowgrpo.operators.sandbox import _landlock  # heavy: ctypes, only when a run needs Landlock
+    # heavy: ctypes, only when a run needs Landlock
+    from flowgrpo.operators.sandbox import _landlock
 
     return _landlock.abi_version()
 

@@ -96,9 +96,7 @@ def test_operators_from_config_records(cleanup):
     cleanup("Critique")  # the first record was registered before the second failed
     register_operators(records[:1])  # the same record again: no-op
     assert OPERATORS["Critique"].domains == ("math",)
-    with pytest.raises(
-        ValueError, match=r"ops\[0\]: operator Bad: unknown .*\{answer\}"
-    ):
+    with pytest.raises(ValueError, match=r"ops\[0\]: operator Bad: unknown .*\{answer\}"):
         register_operators([{"name": "Bad", "role": "refiner", "prompt": "{answer}"}], "ops")
     with pytest.raises(ValueError, match=r"operators\[0\]: give prompt"):
         register_operators([{"name": "Bare", "role": "refiner"}])

@@ -115,9 +115,9 @@ def batch_stats(
     _, count = get_aggregation(config.loss_agg)(torch.zeros(m.shape), m.cpu(), config)
     select = POLICY_LOSSES.meta(config.policy_loss).get("select")
     select_NT = pg_mask_NT = None
-    if select is not None or config.top_entropy_frac is not None:
-        if logp_NT is None or old_logp_NT is None:
-            raise ValueError(f"{config.policy_loss}: token selection needs logp_NT and old_logp_NT")
+    selects = select is not None or config.top_entropy_frac is not None
+    if selects and (logp_NT is None or old_logp_NT is None):
+        raise ValueError(f"{config.policy_loss}: token selection needs logp_NT and old_logp_NT")
     if config.top_entropy_frac is not None:
         if entropy_NT is None:
             raise ValueError("LossConfig.top_entropy_frac is set: pass entropy_NT")

@@ -1,10 +1,9 @@
 """In-memory snapshots: a restore after a bad step brings back weights and optimizer state."""
 
 import pytest
-
 import torch
 
-from flowgrpo.trainer.monitoring.guard import restore_snapshot, take_snapshot  # noqa: E402
+from flowgrpo.trainer.monitoring.guard import restore_snapshot, take_snapshot
 
 
 def make_model():
