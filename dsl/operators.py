@@ -25,12 +25,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import yaml
+
+from flowgrpo.configuration import ConfigError, from_dict
 
 GENERATOR = "generator"
 ENSEMBLER = "ensembler"
@@ -99,20 +101,13 @@ class OperatorSpec:
         (``summary`` is accepted for description); unknown keys raise, naming ``where``."""
         if not isinstance(data, Mapping):
             raise ValueError(f"{where}: expected a mapping with name and role, got {data!r}")
-        known = {f.name for f in fields(cls)}
         data = dict(data)
         if "summary" in data and "description" not in data:
             data["description"] = data.pop("summary")
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"{where}: unknown key(s) {unknown}; known: {', '.join(known)}")
         missing = [k for k in ("name", "role") if k not in data]
         if missing:
-            raise ValueError(f"{where}: missing {' and '.join(missing)}")
-        try:
-            return cls(**data)
-        except ValueError as exc:
-            raise ValueError(f"{where}: {exc}") from None
+            raise ConfigError(f"{where}: missing {' and '.join(missing)}")
+        return from_dict(cls, data, f"{where}.")
 
 
 class OperatorTable(Mapping):

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
+
+from flowgrpo.configuration import from_dict
 
 DIVERSITY_METRICS = ("canonical", "structural")
 
@@ -103,14 +105,12 @@ class RewardOptions:
         _check_unit("diversity_history_weight", self.diversity_history_weight)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> RewardOptions:
-        """Build from a YAML mapping; unknown keys raise with the list of valid ones."""
-        data = dict(data or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown reward option(s) {unknown}; valid options: {sorted(known)}")
-        return cls(**data)
+    def from_dict(
+        cls, data: Mapping[str, Any] | None, path: str = "rewards.options."
+    ) -> RewardOptions:
+        """Build from a YAML mapping with the one config style (:mod:`flowgrpo.configuration`):
+        unknown keys raise with the closest valid one."""
+        return from_dict(cls, data, path)
 
 
 def _check_unit(name: str, value: Any) -> None:

@@ -25,7 +25,6 @@ Per-difficulty fields hold one probability per arithmetic difficulty, in the ord
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import json
 import math
@@ -33,6 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+from flowgrpo.configuration import from_dict
 
 DIFFICULTIES = ("easy", "medium", "hard")
 """The difficulties of the arithmetic generator (``operators.tasks.arithmetic.DIFFICULTIES``)."""
@@ -233,21 +234,10 @@ class SimulationParams:
             return data
         if not isinstance(data, Mapping):
             raise ValueError(f"simulation params must be a mapping, got {type(data).__name__}")
-        names = [f.name for f in dataclasses.fields(cls)]
-        kwargs: dict[str, Any] = {}
-        for key, value in data.items():
-            if key not in names:
-                guess = difflib.get_close_matches(str(key), names, n=1, cutoff=0.5)
-                hint = f"did you mean {guess[0]!r}? " if guess else ""
-                raise ValueError(
-                    f"unknown SimulationParams field {key!r}; {hint}fields: {', '.join(names)}"
-                )
-            if key in PER_DIFFICULTY:
-                value = _per_difficulty(key, value)
-            elif isinstance(value, list):
-                value = tuple(value)
-            kwargs[key] = value
-        return cls(**kwargs)
+        # Per-difficulty fields accept one number, three, or a {difficulty: p} mapping: turn
+        # them into the tuple the field holds, then build with the one config style.
+        data = {k: _per_difficulty(k, v) if k in PER_DIFFICULTY else v for k, v in data.items()}
+        return from_dict(cls, data, "rollout.simulation.params.")
 
 
 @lru_cache(maxsize=4096)
