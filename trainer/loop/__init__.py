@@ -5,7 +5,9 @@ Holds: ``trainer`` (the ``Trainer``: builds the pieces, runs steps, saves checkp
 health), ``rollout`` (sampling K completions per problem), ``update`` (the optimizer step over
 per-group micro-batches), ``policy`` (loading the LoRA policy, merged/disabled adapter),
 ``prompt`` (the policy's prompt), ``setup`` (building the pieces from the config),
-``checkpoint`` (atomic save/load/resume).
+``checkpoint`` (atomic save/load/resume), ``init_adapter`` (starting from a saved LoRA adapter,
+``model.init_adapter``), ``simulation_metrics`` (the ``sim/*`` metrics: expected accuracy and
+regret of the sampled workflows under the SIMULATED executor).
 
 May import: ``flowgrpo.trainer.config``, ``.algorithms``, ``.monitoring`` and every package
 below the trainer. Not ``.reports`` or ``.cli``.

@@ -32,6 +32,7 @@ SIM_KEYS = (
     "sim/expected_accuracy",
     "sim/best_expected_accuracy",
     "sim/best_share",
+    "sim/valid_regret",
 )
 """The keys :func:`simulation_metrics` returns (all None without the simulated executor)."""
 
@@ -93,15 +94,16 @@ def simulation_metrics(
 
     Returns ``sim/regret`` (mean regret), ``sim/expected_accuracy`` (mean exact accuracy of the
     workflows written), ``sim/best_expected_accuracy`` (mean accuracy of the best workflow for
-    each completion's problem) and ``sim/best_share`` (share of completions that ARE that best
-    workflow, or beat the space).
+    each completion's problem), ``sim/best_share`` (share of completions that ARE that best
+    workflow, or beat the space) and ``sim/valid_regret`` (mean regret over the valid workflows
+    only, None when there is none: the quality of the workflows chosen, apart from format).
     """
     if settings is None or not workflows:
         return dict.fromkeys(SIM_KEYS)
     if len(workflows) != len(difficulties):
         raise ValueError(f"{len(workflows)} workflows but {len(difficulties)} difficulties")
     p, limits, weights = settings.params, settings.limits, settings.weights
-    regrets, accuracies, best_accuracies, best = [], [], [], 0
+    regrets, accuracies, best_accuracies, best, valid = [], [], [], 0, []
     for text, level in zip(workflows, difficulties):
         r = regret(text, p, level, limits=limits, **weights)
         regrets.append(r.regret)
@@ -109,12 +111,15 @@ def simulation_metrics(
         accuracies.append(own)
         best_accuracies.append(analyze(r.best, p, level, limits).accuracy)
         best += r.workflow is not None and r.regret <= 1e-12
+        if r.workflow is not None:
+            valid.append(r.regret)
     n = len(workflows)
     return {
         "sim/regret": sum(regrets) / n,
         "sim/expected_accuracy": sum(accuracies) / n,
         "sim/best_expected_accuracy": sum(best_accuracies) / n,
         "sim/best_share": best / n,
+        "sim/valid_regret": sum(valid) / len(valid) if valid else None,
     }
 
 

@@ -140,6 +140,11 @@ METRICS_SCHEMA: tuple[tuple[str, str], ...] = (
         "workflow for each completion's problem difficulty",
     ),
     ("sim/best_share", "simulated executor only: share of completions that are a best workflow"),
+    (
+        "sim/valid_regret",
+        "simulated executor only: mean regret over the valid workflows alone (null: none valid); "
+        "workflow choice apart from format",
+    ),
     ("operators", "share of valid workflows using each operator (object)"),
     ("structures", "count of valid workflows per structure class (object)"),
     ("alerts", "health alerts fired at this step (list of objects)"),

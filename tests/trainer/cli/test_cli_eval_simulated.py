@@ -17,6 +17,7 @@ from flowgrpo.trainer.loop.simulation_metrics import RegretSettings, simulation_
 from flowgrpo.trainer.reports.evaluate import format_eval, simulated_summary
 
 SIM = ("sim/regret", "sim/expected_accuracy", "sim/best_expected_accuracy", "sim/best_share")
+ALL_SIM = (*SIM, "sim/valid_regret")
 
 
 def invoke(*args):
@@ -78,7 +79,7 @@ def test_simulated_summary_is_the_training_metric_over_the_samples_written():
     out = simulated_summary(samples, problems, 2, settings)
     levels = [p.meta["difficulty"] for p in problems for _ in range(2)]
     workflows = [texts[0], None, texts[2], texts[3]]
-    assert {k: out[k] for k in SIM} == simulation_metrics(workflows, levels, settings)
+    assert {k: out[k] for k in ALL_SIM} == simulation_metrics(workflows, levels, settings)
     best = best_workflow(None, levels[0], limits=settings.limits).stats.accuracy
     assert out["sim/best_expected_accuracy"] > 0 and best > 0
     result = {

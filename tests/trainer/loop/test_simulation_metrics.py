@@ -41,6 +41,9 @@ def test_means_of_exact_regret_accuracy_and_best_over_completions():
     assert out["sim/expected_accuracy"] == pytest.approx(sum(own) / 4)
     assert out["sim/best_expected_accuracy"] == pytest.approx(sum(best) / 4)
     assert out["sim/best_share"] == 0.25
+    valid = [r for r, w in zip(expected_regret, workflows) if w is not None]
+    assert out["sim/valid_regret"] == pytest.approx(sum(valid) / 3)
+    assert simulation_metrics([None], ["easy"], settings)["sim/valid_regret"] is None
     # a fallback's regret is the whole best reward; the best workflow's is 0
     assert expected_regret[0] == 0.0 and expected_regret[2] == pytest.approx(best[2])
     assert (
