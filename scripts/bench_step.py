@@ -58,11 +58,11 @@ def run_ours(steps: int, out: Path) -> dict:
             "rollout.execute=false",
             "rollout.dynamic_sampling=false",
             "rollout.cache_path=null",
-            "rewards.weights={validity: 1.0}",
+            "rewards.weights:={validity: 1.0}",  # replace: validity only
             "logging.save_every=0",
         ),
     )
-    Trainer(cfg).train()
+    Trainer(cfg, overwrite=True).train()
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     return {
         "step_times": [m["step_time"] for m in lines],

@@ -76,7 +76,8 @@ def run_one(name: str, seed: int, args, base) -> dict:
         common += ["model.name_or_path=tiny-random", "lora.r=4", "rollout.train_size=64"]
     cfg = load_config(None, (*common, *CONFIGS[name]))
     model, tokenizer = (None, None) if base is None else (copy.deepcopy(base[0]), base[1])
-    Trainer(cfg, model=model, tokenizer=tokenizer).train()
+    # overwrite: re-running the study replaces its runs (--from-runs rebuilds from them)
+    Trainer(cfg, model=model, tokenizer=tokenizer, overwrite=True).train()
     return summarize(name, seed, run_dir)
 
 
