@@ -17,6 +17,7 @@ from flowgrpo.operators.backends import make_backend
 from flowgrpo.operators.backends.hf import HFBackend
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.trainer.cli.common import fail, progress, resolve_device, status
+from flowgrpo.trainer.loop.prompt import use_prompt
 from flowgrpo.trainer.reports.evaluate import (
     ModelSpec,
     evaluate,
@@ -52,7 +53,9 @@ def eval_command(*, adapter, base, compare: tuple[str, str] | None, **options) -
         return
     if bool(adapter) == bool(base):
         fail("give exactly one of --adapter RUN_DIR/checkpoint-N or --base")
-    run = run_config_of(adapter)
+    run = run_config_of(adapter)  # also imports the run's plugins and registers its operators
+    if run is not None:
+        use_prompt(run.prompt)  # the checkpoint sees the prompt it was trained with
     o = options
     device = resolve_device(o["device"])
     spec = ModelSpec.of_run(run, o["model"], o["dtype"])
