@@ -44,7 +44,7 @@ from flowgrpo.operators.simulation import analyze, best_workflow
 from flowgrpo.operators.simulation.space import ENSEMBLERS, GENERATORS, TAILS
 from flowgrpo.operators.tasks import load_task
 from flowgrpo.rewards import prepare_samples
-from flowgrpo.trainer.config import load_config
+from flowgrpo.trainer.config import load_config, save_config
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop.prompt import render_prompt
 from flowgrpo.trainer.loop.rollout import generate_rollout
@@ -234,6 +234,9 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
+    # beside the adapter, so `flowgrpo eval --adapter OUT` samples, executes and scores it as
+    # the runs that start from it (the same config.yaml a training run writes)
+    save_config(cfg, out / "config.yaml")
     summary = {
         "model": cfg.model.name_or_path, "adapter": str(out), "examples": len(examples),
         "steps": result["steps"], "validity": final["validity"], "fallback": final["fallback"],

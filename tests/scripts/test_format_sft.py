@@ -72,6 +72,8 @@ def test_smoke_run_saves_an_adapter_a_known_optimum_run_starts_from(tmp_path):
     assert 0 <= result["validity"] <= 1 and 0 <= result["fallback"] <= 1
     assert result["steps"] == 3 and result["examples"] > 0
     assert (out / "adapter_config.json").is_file()
+    saved = load_config(out / "config.yaml")  # flowgrpo eval --adapter OUT reads it
+    assert saved.model.name_or_path == "tiny-random" and saved.model.init_adapter is None
     cfg = load_config("configs/tiny-known-optimum.yaml", (f"model.init_adapter={out}",))
     model, _ = setup.policy(cfg)  # the shapes match the config the script trained with
     b = [p for n, p in model.named_parameters() if "lora_B" in n]
