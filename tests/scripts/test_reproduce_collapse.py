@@ -1,4 +1,4 @@
-"""The collapse study script in smoke mode (tiny model, 2 steps), so it cannot rot."""
+"""The collapse study script in smoke mode (tiny model, 2 steps, 2 seeds), so it cannot rot."""
 
 import json
 import subprocess
@@ -8,14 +8,17 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).parents[2]
+CONFIGS = {"k2_grpo", "k8_grpo", "k8_dr_grpo", "k8_gdpo", "default"}
 
 
 @pytest.mark.slow
-def test_study_smoke_run_writes_the_table_and_figures(tmp_path):
+def test_study_smoke_run_writes_the_tables_and_figure(tmp_path):
     cmd = [
         sys.executable,
         str(REPO / "scripts" / "reproduce_collapse.py"),
         "--smoke",
+        "--sweep-lrs",
+        "1e-3",
         "--out",
         str(tmp_path),
         "--runs-dir",
@@ -24,13 +27,19 @@ def test_study_smoke_run_writes_the_table_and_figures(tmp_path):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
     text = (tmp_path / "RESULTS.md").read_text()
-    for name in ("k2_grpo", "k8_grpo", "k8_dr_grpo", "k8_gdpo", "default"):
-        assert f"| {name} |" in text
-    for fig in ("collapse_study_fallback.png", "collapse_study_entropy.png"):
-        assert (tmp_path / "figures" / fig).read_bytes()[:4] == b"\x89PNG"
-    rows = json.loads((tmp_path / "collapse_study.json").read_text())
-    assert {r["config"] for r in rows} == {"k2_grpo", "k8_grpo", "k8_dr_grpo", "k8_gdpo", "default"}
-    assert all(r["steps"] == 2 for r in rows)
-    # re-running replaces the section instead of appending a second one
-    subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO, check=True)
-    assert (tmp_path / "RESULTS.md").read_text().count("collapse-study:start") == 1
+    for name in CONFIGS:
+        assert f"| {name} | 0.0002 | 2 |" in text  # every configuration, 2 seeds
+    assert "| k2_grpo | 0.001 | 2 |" in text  # the learning-rate sweep
+    assert "round 1: fallback jump ≥ 0.3" in text and "(default)" in text  # the guard table
+    assert (tmp_path / "figures" / "collapse_study.png").read_bytes()[:4] == b"\x89PNG"
+    runs = json.loads((tmp_path / "collapse_study.json").read_text())
+    assert {r["config"] for r in runs} == CONFIGS and len(runs) == 12
+    assert all(r["steps"] == 2 and len(r["history"]) == 2 for r in runs)
+    assert {r["seed"] for r in runs} == {0, 1}
+    # rebuilding from the run directories gives the same tables, in one section
+    rebuilt = subprocess.run([*cmd, "--from-runs"], capture_output=True, text=True, cwd=REPO)
+    assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
+    again = (tmp_path / "RESULTS.md").read_text()
+    assert again.count("collapse-study:start") == 1
+    table = text[text.index("| config |") : text.index("![")]
+    assert table == again[again.index("| config |") : again.index("![")]

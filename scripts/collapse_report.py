@@ -1,0 +1,198 @@
+"""Tables and figures of the collapse study (``scripts/reproduce_collapse.py``): one row per
+run from its run directory, then per-configuration means with 95% intervals over seeds, the
+guard's false-positive and detection rates, and the figures, into ``RESULTS.md``."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from flowgrpo.trainer.monitoring.collapse import replay
+from flowgrpo.trainer.reports.diagnose import load_health_config, read_jsonl
+from flowgrpo.trainer.reports.study import (
+    OLD_RULE,
+    collapse_onset,
+    guard_rates,
+    mean_interval,
+    series,
+    wilson_interval,
+)
+
+START, END = "<!-- collapse-study:start -->", "<!-- collapse-study:end -->"
+HISTORY_KEYS = (
+    "step",
+    "fallback_rate",
+    "validity_rate",
+    "num_completions",
+    "rollback",
+    "skipped_update",
+)  # what the guard rules read (replayed in guard_table)
+TAIL = 3  # "end" values are means over the last TAIL rollouts (one rollout is 16 samples)
+
+
+def summarize(name: str, lr: float, seed: int, run_dir: Path) -> dict:
+    """One run's row: the collapse rule's verdicts (the run's own rule), end values, series."""
+    health, _ = load_health_config(run_dir)
+    history = read_jsonl(run_dir / "metrics.jsonl")
+    detector = replay(history, health.collapse_rule)
+    keys = ("fallback_rate", "validity_rate", "sim/regret", "entropy", "sim/best_share")
+    curves = {key: series(history, key) for key in keys}
+
+    def end(key):
+        return mean_interval(curves[key][-TAIL:])[0]
+
+    return {
+        "config": name,
+        "lr": lr,
+        "seed": seed,
+        "steps": len(history),
+        "collapses": detector.collapses,
+        "updates": detector.updates,
+        "collapsed": collapse_onset(history) is not None,
+        "fallback_end": end("fallback_rate"),
+        "validity_end": end("validity_rate"),
+        "regret_start": curves["sim/regret"][0],
+        "regret_end": end("sim/regret"),
+        "entropy_end": end("entropy"),
+        "rollbacks": sum(bool(m.get("rollback")) for m in history),
+        "step_s": statistics.mean(m["step_time"] for m in history),
+        "series": curves,
+        "history": [{k: m.get(k) for k in HISTORY_KEYS} for m in history],
+    }
+
+
+def groups(runs: list[dict]) -> dict[tuple[str, float], list[dict]]:
+    out = defaultdict(list)
+    for run in runs:
+        out[(run["config"], run["lr"])].append(run)
+    return dict(out)
+
+
+def _ci(values, digits=2) -> str:
+    mean, half = mean_interval(values)
+    if math.isnan(mean):
+        return "–"
+    return f"{mean:.{digits}f}" + ("" if math.isnan(half) else f" ± {half:.{digits}f}")
+
+
+def config_table(runs: list[dict]) -> str:
+    """Per (configuration, lr): pooled per-update collapse rate with its Wilson interval, runs
+    that collapsed, and end values (mean ± 95% t-interval over seeds)."""
+    lines = [
+        "| config | lr | seeds | updates → collapse (rate, 95% CI) | runs collapsed | "
+        "fallback end | validity end | regret start → end | entropy end | rollbacks | s/step |",
+        "|" + "---|" * 11,
+    ]
+    for (name, lr), rows in groups(runs).items():
+        c, n = sum(r["collapses"] for r in rows), sum(r["updates"] for r in rows)
+        lo, hi = wilson_interval(c, n)
+        rate = f"{c}/{n} = {c / n:.2f} [{lo:.2f}, {hi:.2f}]" if n else "–"
+        lines.append(
+            f"| {name} | {lr:g} | {len(rows)} | {rate} | "
+            f"{sum(r['collapsed'] for r in rows)}/{len(rows)} | "
+            f"{_ci([r['fallback_end'] for r in rows])} | "
+            f"{_ci([r['validity_end'] for r in rows])} | "
+            f"{_ci([r['regret_start'] for r in rows])} → {_ci([r['regret_end'] for r in rows])} | "
+            f"{_ci([r['entropy_end'] for r in rows])} | {sum(r['rollbacks'] for r in rows)} | "
+            f"{statistics.mean(r['step_s'] for r in rows):.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def guard_table(runs: list[dict]) -> str:
+    """The z-test rule (the default) and the round-1 fixed-jump rule, on every run."""
+    from flowgrpo.trainer.monitoring.collapse import CollapseRule
+
+    histories = [r["history"] for r in runs]
+    lines = [
+        "| rule | runs without collapse it fired on | their updates it fired on (95% CI) | "
+        "collapsed runs it detected | delay after onset (steps) |",
+        "|---|---|---|---|---|",
+    ]
+    for label, rule in (
+        ("z-test, alpha 0.01, ≥ 16 completions, change ≥ 0.2 (default)", CollapseRule()),
+        ("round 1: fallback jump ≥ 0.3", OLD_RULE),
+    ):
+        g = guard_rates(histories, rule)
+        lo, hi = wilson_interval(g.ok_updates_flagged, g.ok_updates)
+        delays = ", ".join(map(str, g.delays)) or "–"
+        lines.append(
+            f"| {label} | {g.ok_runs_flagged}/{g.ok_runs} | {g.ok_updates_flagged}/"
+            f"{g.ok_updates} [{lo:.3f}, {hi:.3f}] | {g.collapsed_detected}/{g.collapsed_runs} | "
+            f"{delays} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(runs: list[dict], out: Path) -> list[Path]:
+    """Mean over seeds (band: min..max) per configuration: fallback, regret, entropy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    keys = (("fallback_rate", "fallback rate"), ("sim/regret", "regret (SIMULATED executor)"),
+            ("entropy", "token entropy (nats)"))  # fmt: skip
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for (name, lr), rows in groups(runs).items():
+        for ax, (key, label) in zip(axes, keys, strict=True):
+            width = min(len(r["series"][key]) for r in rows)
+            columns = [[r["series"][key][i] for r in rows] for i in range(width)]
+            mean = [mean_interval(col)[0] for col in columns]
+            steps = range(1, width + 1)
+            (line,) = ax.plot(steps, mean, marker="o", ms=2, label=f"{name} lr {lr:g}")
+            lows = [min(col) for col in columns]
+            highs = [max(col) for col in columns]
+            ax.fill_between(steps, lows, highs, color=line.get_color(), alpha=0.12)
+            ax.set_xlabel("step")
+            ax.set_ylabel(label)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    path = out / "collapse_study.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return [path]
+
+
+def write(runs: list[dict], out: Path, command: str, environment: str, runs_dir: str) -> Path:
+    """Write the section between the markers of ``out/RESULTS.md`` (other sections are kept)."""
+    figures = plot(runs, out / "figures")
+    section = "\n".join([
+        START,
+        "## The K=2 collapse study (known-optimum environment, SIMULATED executor)",
+        "",
+        f"Command: {command}. {environment} Accuracies come from the SIMULATED executor "
+        "(operators/simulation), not from an LLM. **Small-scale results**: a 135M policy on one "
+        "CPU for a few steps; they show mechanisms, not production numbers.",
+        "",
+        "Per configuration (mean ± 95% Student-t half-width over seeds; 'end' = mean of the last "
+        f"{TAIL} rollouts). An update → collapse is what the run's guard rule decided; a run "
+        "collapsed when its last 3 rollouts' fallback rate is ≥ 0.3 above its first 3 (or its "
+        "validity ≥ 0.3 below), a truth that does not use the rule.",
+        "",
+        config_table(runs),
+        "",
+        "The collapse guard's rules replayed on every run above (false positives: firings on runs "
+        "that did not collapse; detection: collapsed runs it fired on):",
+        "",
+        guard_table(runs),
+        "",
+        *[f"![{p.stem}]({p.relative_to(out)})" for p in figures],
+        "",
+        f"Raw runs (not committed): `{runs_dir}/<config>_lr<lr>_seed<N>/`; the rows with their "
+        "series: `collapse_study.json`.",
+        END,
+    ])  # fmt: skip
+    path = out / "RESULTS.md"
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Results\n"
+    if START in text and END in text:
+        text = text[: text.index(START)] + section + text[text.index(END) + len(END) :]
+    else:
+        text = text.rstrip() + "\n\n" + section + "\n"
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,36 @@
+"""The known-optimum learning script in smoke mode (tiny model, 2 steps, 2 seeds)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).parents[2]
+
+
+@pytest.mark.slow
+def test_smoke_run_trains_evaluates_and_writes_its_section(tmp_path):
+    cmd = [
+        sys.executable,
+        str(REPO / "scripts" / "learn_known_optimum.py"),
+        "--smoke",
+        "--out",
+        str(tmp_path),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads((tmp_path / "known_optimum.json").read_text())
+    assert [r["seed"] for r in data["runs"]] == [0, 1]
+    for run in data["runs"]:
+        assert run["steps"] == 2 and len(run["series"]["sim/regret"]) == 2
+        assert Path(run["checkpoint"]).name == "checkpoint-2"
+        assert 0 <= run["eval"]["sim/regret"] <= 1.5  # held-out, from the simulated executor
+    assert 0 <= data["start"]["validity_rate"] <= 1
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert "| start |" in text and "| **mean ± 95% CI** |" in text
+    assert "SIMULATED" in text
+    assert (tmp_path / "figures" / "known_optimum.png").read_bytes()[:4] == b"\x89PNG"
