@@ -29,7 +29,12 @@ from flowgrpo.trainer.reports.study import mean_interval, series
 
 START, END = "<!-- known-optimum:start -->", "<!-- known-optimum:end -->"
 TAIL = 5  # "first"/"last" training values: means over this many rollouts (16 completions each)
-EVAL_KEYS = ("validity_rate", "pass@1", "sim/expected_accuracy", "sim/regret", "sim/best_share")
+EVAL_KEYS = (
+    "validity_rate", "pass@1", "sim/expected_accuracy", "sim/regret", "sim/valid_regret",
+    "sim/best_share",
+)  # fmt: skip
+ORDER = ("sim/expected_accuracy", "sim/regret", "sim/valid_regret", "pass@1", "validity_rate")
+SERIES_KEYS = ("sim/regret", "sim/valid_regret", "sim/expected_accuracy", "entropy")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -114,7 +119,7 @@ def train_and_eval(args, seed: int, base) -> dict:
         "seed": seed,
         "checkpoint": str(checkpoint),
         "steps": len(history),
-        "series": {k: series(history, k) for k in ("sim/regret", "sim/expected_accuracy")},
+        "series": {k: series(history, k) for k in SERIES_KEYS},
         "eval": held_out(cfg, policy, base[1], args),
     }
 
@@ -129,33 +134,42 @@ def start_eval(args, base) -> dict:
 
 
 def _ci(values) -> str:
-    mean, half = mean_interval(values)
-    return f"{mean:.3f}" + ("" if half != half else f" ± {half:.3f}")  # half != half: NaN
+    mean, half = mean_interval([v for v in values if v is not None])
+    return _f(mean) + ("" if half != half else f" ± {half:.3f}")  # half != half: NaN
+
+
+def _f(value) -> str:
+    """A number to 3 decimals; "–" for None (e.g. valid-only regret with no valid sample)."""
+    return "–" if value is None or value != value else f"{value:.3f}"
+
+
+def _first_last(run: dict, key: str) -> tuple[float, float]:
+    values = run["series"][key]
+    return mean_interval(values[:TAIL])[0], mean_interval(values[-TAIL:])[0]
 
 
 def table(start: dict, runs: list[dict]) -> str:
+    """Per seed: training regret (all / valid-only) first → last, the held-out numbers."""
     lines = [
-        f"| seed | regret, first {TAIL} steps → last {TAIL} (training) | held-out E[acc] | "
-        "held-out regret | held-out pass@1 (simulated runs) | held-out validity | best share |",
-        "|---|---|---|---|---|---|---|",
-        f"| start | – | {start['sim/expected_accuracy']:.3f} | {start['sim/regret']:.3f} | "
-        f"{start['pass@1']:.3f} | {start['validity_rate']:.3f} | {start['sim/best_share']:.3f} |",
+        f"| seed | regret, first {TAIL} steps → last {TAIL} | valid-only regret, first → last "
+        "| held-out E[acc] | held-out regret | held-out valid-only regret | held-out pass@1 "
+        "(simulated runs) | held-out validity | entropy, last step |",
+        "|---|---|---|---|---|---|---|---|---|",
+        "| start | – | – | " + " | ".join(_f(start[k]) for k in ORDER) + " | – |",
     ]
     for run in runs:
-        e, regret = run["eval"], run["series"]["sim/regret"]
-        first, last = mean_interval(regret[:TAIL])[0], mean_interval(regret[-TAIL:])[0]
+        e, (r0, r1), (v0, v1) = run["eval"], *(_first_last(run, k) for k in SERIES_KEYS[:2])
         lines.append(
-            f"| {run['seed']} | {first:.3f} → {last:.3f} | {e['sim/expected_accuracy']:.3f} | "
-            f"{e['sim/regret']:.3f} | {e['pass@1']:.3f} | {e['validity_rate']:.3f} | "
-            f"{e['sim/best_share']:.3f} |"
+            f"| {run['seed']} | {_f(r0)} → {_f(r1)} | {_f(v0)} → {_f(v1)} | "
+            + " | ".join(_f(e[k]) for k in ORDER)
+            + f" | {_f(run['series']['entropy'][-1])} |"
         )
-    firsts = [mean_interval(r["series"]["sim/regret"][:TAIL])[0] for r in runs]
-    lasts = [mean_interval(r["series"]["sim/regret"][-TAIL:])[0] for r in runs]
-    cell = {key: _ci([r["eval"][key] for r in runs]) for key in EVAL_KEYS}
+    pairs = {k: list(zip(*(_first_last(r, k) for r in runs), strict=True)) for k in SERIES_KEYS[:2]}
     lines.append(
-        f"| **mean ± 95% CI** | {_ci(firsts)} → {_ci(lasts)} | {cell['sim/expected_accuracy']} | "
-        f"{cell['sim/regret']} | {cell['pass@1']} | {cell['validity_rate']} | "
-        f"{cell['sim/best_share']} |"
+        f"| **mean ± 95% CI** | {_ci(pairs['sim/regret'][0])} → {_ci(pairs['sim/regret'][1])} | "
+        f"{_ci(pairs['sim/valid_regret'][0])} → {_ci(pairs['sim/valid_regret'][1])} | "
+        + " | ".join(_ci([r["eval"][k] for r in runs]) for k in ORDER)
+        + f" | {_ci([r['series']['entropy'][-1] for r in runs])} |"
     )
     return "\n".join(lines)
 
@@ -167,15 +181,15 @@ def plot(runs: list[dict], out: Path) -> Path:
     import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, key in zip(axes, ("sim/regret", "sim/expected_accuracy"), strict=True):
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for ax, key in zip(axes, ("sim/regret", "sim/valid_regret", "entropy"), strict=True):
         width = min(len(r["series"][key]) for r in runs)
         for run in runs:
             ax.plot(range(1, width + 1), run["series"][key][:width], alpha=0.3, lw=1)
         mean = [mean_interval([r["series"][key][i] for r in runs])[0] for i in range(width)]
         ax.plot(range(1, width + 1), mean, color="black", lw=2, label="mean over seeds")
         ax.set_xlabel("step")
-        ax.set_ylabel(f"{key} (SIMULATED executor)")
+        ax.set_ylabel(key if key == "entropy" else f"{key} (SIMULATED executor)")
         ax.grid(alpha=0.3)
         ax.legend()
     path = out / "known_optimum.png"
