@@ -360,11 +360,17 @@ class FakeServer:
                     server.headers.append(dict(self.headers))
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                counted = True
                 try:
                     reply = server.script(n, body)
                     time.sleep(reply.sleep)
                     raw = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
                     data = raw.encode()
+                    # Stop counting before the reply goes out: once the client has it, it may
+                    # send its next request before this thread reaches ``finally``.
+                    with server.lock:
+                        server.in_flight -= 1
+                        counted = False
                     self.send_response(reply.status)
                     for key, value in reply.headers.items():
                         self.send_header(key, value)
@@ -374,8 +380,9 @@ class FakeServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (read timeout)
                 finally:
-                    with server.lock:
-                        server.in_flight -= 1
+                    if counted:
+                        with server.lock:
+                            server.in_flight -= 1
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
