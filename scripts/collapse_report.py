@@ -172,8 +172,9 @@ def write(runs: list[dict], out: Path, command: str, environment: str, runs_dir:
         "",
         "Per configuration (mean ± 95% Student-t half-width over seeds; 'end' = mean of the last "
         f"{TAIL} rollouts). An update → collapse is what the run's guard rule decided; a run "
-        "collapsed when its last 3 rollouts' fallback rate is ≥ 0.3 above its first 3 (or its "
-        "validity ≥ 0.3 below), a truth that does not use the rule.",
+        "collapsed when its last 3 rollouts' fallback rate is ≥ 0.3 above its first rollout's "
+        "(drawn before any update; or its validity ≥ 0.3 below), a truth that does not use the "
+        "rule.",
         "",
         config_table(runs),
         "",

@@ -9,7 +9,8 @@ Used by ``scripts/reproduce_collapse.py`` and ``scripts/learn_known_optimum.py``
 * :func:`mean_interval` — mean and Student-t 95% half-width over seeds (runs are independent).
 * :func:`collapse_onset` — whether a run collapsed, judged from where it *ended*, not from the
   rule under test: the fallback rate over the last ``width`` rollouts is at least ``rise``
-  above that of the first ``width`` (or the validity rate that much below). This ground truth
+  above that of the first rollout, drawn before any update (or the validity rate that much
+  below). This ground truth
   is what the guard's detection and false-positive rates are measured against.
 * :func:`guard_rates` — for a :class:`CollapseRule`, on runs with that truth: how often it
   fires on runs (and updates) that did not collapse, and how many collapsed runs it flags.
@@ -90,14 +91,16 @@ def collapse_onset(history: Sequence[Mapping], rise: float = 0.3, width: int = 3
     """The step at which a run collapsed, or None when it did not.
 
     Collapsed: the mean fallback rate of the last ``width`` rollouts is at least ``rise`` above
-    the mean of the first ``width``, or the mean validity rate that much below. The onset is the
-    first step whose fallback rate (validity rate) has moved that far from the start.
+    the first rollout's, or the mean validity rate that much below. The start is the first
+    rollout alone because it is the only one drawn before any update: a run that collapses at
+    step 2 would otherwise carry its collapse into its own baseline. The onset is the first
+    step whose fallback rate (validity rate) has moved that far from the start.
     """
-    if len(history) < 2 * width:
+    if len(history) < width + 1:
         return None
     fallback, validity = series(history, "fallback_rate"), series(history, "validity_rate")
     steps = [int(line.get("step", i + 1)) for i, line in enumerate(history)]
-    start_f, start_v = _window(fallback, False, width), _window(validity, False, width)
+    start_f, start_v = fallback[0], validity[0]
     if _window(fallback, True, width) - start_f >= rise:
         moved = [f - start_f >= rise for f in fallback]
     elif start_v - _window(validity, True, width) >= rise:

@@ -56,6 +56,16 @@ def test_collapse_onset_by_validity_alone():
     assert collapse_onset(history) == 5
 
 
+def test_a_collapse_at_the_first_update_is_measured_from_the_untrained_start():
+    # the first three rollouts average 0.73 here: a three-rollout start would hide this collapse
+    history = _run([0.19, 1.0, 1.0, 1.0, 1.0, 1.0], validity=[0.69, 0, 0, 0, 0, 0])
+    assert collapse_onset(history) == 2
+
+
+def test_a_run_too_short_to_have_an_end_is_not_judged():
+    assert collapse_onset(_run([0.1, 1.0, 1.0])) is None
+
+
 def test_a_transient_spike_is_not_a_collapse():
     assert collapse_onset(_run([0.1, 0.1, 0.1, 0.8, 0.1, 0.1, 0.1])) is None
 
