@@ -159,14 +159,23 @@ def plot(runs: list[dict], out: Path) -> list[Path]:
     return [path]
 
 
-def write(runs: list[dict], out: Path, command: str, environment: str, runs_dir: str) -> Path:
-    """Write the section between the markers of ``out/RESULTS.md`` (other sections are kept)."""
+def write(
+    runs: list[dict],
+    out: Path,
+    command: str,
+    environment: str,
+    runs_dir: str,
+    missing: list[str] = (),
+) -> Path:
+    """Write the section between the markers of ``out/RESULTS.md`` (other sections are kept);
+    ``missing`` names planned runs that were not found (said in the section, not hidden)."""
     figures = plot(runs, out / "figures")
+    absent = f" Planned but not run, so left out: {', '.join(missing)}." if missing else ""
     section = "\n".join([
         START,
         "## The K=2 collapse study (known-optimum environment, SIMULATED executor)",
         "",
-        f"Command: {command}. {environment} Accuracies come from the SIMULATED executor "
+        f"Command: {command}.{absent} {environment} Accuracies come from the SIMULATED executor "
         "(operators/simulation), not from an LLM. **Small-scale results**: a 135M policy on one "
         "CPU for a few steps; they show mechanisms, not production numbers.",
         "",

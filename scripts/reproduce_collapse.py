@@ -158,7 +158,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> None:
     args = parse_args(argv)
     base = None if args.from_runs else load_base(args)
-    runs = []
+    runs, missing = [], []
     for name, lr, seed in plan(args):
         run_dir = run_dir_of(args, name, lr, seed)
         if not args.from_runs:
@@ -166,10 +166,13 @@ def main(argv=None) -> None:
             run_one(args, name, lr, seed, base)
         elif not (run_dir / "metrics.jsonl").is_file():
             print(f"(missing, left out: {run_dir})", flush=True)
+            missing.append(f"{name} lr {lr:g} seed {seed}")
             continue
         runs.append(collapse_report.summarize(name, lr, seed, run_dir))
     out = Path(args.out)
-    path = collapse_report.write(runs, out, command_line(args), environment(args), args.runs_dir)
+    path = collapse_report.write(
+        runs, out, command_line(args), environment(args), args.runs_dir, missing
+    )
     (out / "collapse_study.json").write_text(json.dumps(runs, indent=1), encoding="utf-8")
     print(f"wrote {path}")
 

@@ -43,3 +43,10 @@ def test_study_smoke_run_writes_the_tables_and_figure(tmp_path):
     assert again.count("collapse-study:start") == 1
     table = text[text.index("| config |") : text.index("![")]
     assert table == again[again.index("| config |") : again.index("![")]
+    assert "Planned but not run" not in again
+    # a planned run without a directory is named in the section, not silently dropped
+    more = [*cmd[:3], "--sweep-lrs", "1e-3", "5e-3", *cmd[-4:], "--from-runs"]
+    partial = subprocess.run(more, capture_output=True, text=True, cwd=REPO)
+    assert partial.returncode == 0, partial.stderr[-3000:]
+    said = (tmp_path / "RESULTS.md").read_text()
+    assert "not run, so left out: k2_grpo lr 0.005 seed 0, k2_grpo lr 0.005 seed 1." in said
