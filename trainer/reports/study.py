@@ -94,20 +94,20 @@ def collapse_onset(history: Sequence[Mapping], rise: float = 0.3, width: int = 3
     the first rollout's, or the mean validity rate that much below. The start is the first
     rollout alone because it is the only one drawn before any update: a run that collapses at
     step 2 would otherwise carry its collapse into its own baseline. The onset is the first
-    step whose fallback rate (validity rate) has moved that far from the start.
+    step whose fallback rate or validity rate has moved that far from the start (a run that
+    first writes broken DSL and only later prose collapsed when its validity fell).
     """
     if len(history) < width + 1:
         return None
     fallback, validity = series(history, "fallback_rate"), series(history, "validity_rate")
     steps = [int(line.get("step", i + 1)) for i, line in enumerate(history)]
     start_f, start_v = fallback[0], validity[0]
-    if _window(fallback, True, width) - start_f >= rise:
-        moved = [f - start_f >= rise for f in fallback]
-    elif start_v - _window(validity, True, width) >= rise:
-        moved = [start_v - v >= rise for v in validity]
-    else:
+    rose = _window(fallback, True, width) - start_f >= rise
+    fell = start_v - _window(validity, True, width) >= rise
+    if not (rose or fell):
         return None
-    return steps[moved.index(True)] if any(moved) else steps[-1]
+    moved = [f - start_f >= rise or start_v - v >= rise for f, v in zip(fallback, validity)]
+    return steps[moved.index(True)]
 
 
 @dataclass

@@ -62,6 +62,12 @@ def test_a_collapse_at_the_first_update_is_measured_from_the_untrained_start():
     assert collapse_onset(history) == 2
 
 
+def test_the_onset_is_the_first_move_of_either_rate():
+    # broken DSL from step 2, prose only from step 5: the collapse began at step 2
+    history = _run([0.2, 0.0, 0.0, 0.0, 0.6, 1.0, 1.0], validity=[0.6, 0, 0, 0, 0, 0, 0])
+    assert collapse_onset(history) == 2
+
+
 def test_a_run_too_short_to_have_an_end_is_not_judged():
     assert collapse_onset(_run([0.1, 1.0, 1.0])) is None
 
