@@ -57,10 +57,42 @@ def summarize(name: str, lr: float, seed: int, run_dir: Path) -> dict:
         "regret_end": end("sim/regret"),
         "entropy_end": end("entropy"),
         "rollbacks": sum(bool(m.get("rollback")) for m in history),
+        "groups": group_kinds(run_dir / "samples.jsonl"),
         "step_s": statistics.mean(m["step_time"] for m in history),
         "series": curves,
         "history": [{k: m.get(k) for k in HISTORY_KEYS} for m in history],
     }
+
+
+KINDS = ("prose", "invalid", "wrong", "correct")  # fallback, invalid DSL, valid-wrong, correct
+
+
+def _kind(sample: dict) -> str:
+    if sample.get("fallback"):
+        return "prose"
+    if not sample.get("valid"):
+        return "invalid"
+    return "correct" if sample.get("correct") else "wrong"
+
+
+def group_kinds(path: Path) -> dict:
+    """What the run's groups held (``samples.jsonl``, grouped by step and problem): how many
+    groups, how many put a correct completion next to a valid-but-wrong one (the seed's collapse
+    mechanism: the wrong one, rewarded 0.2, gets a negative advantage), how many tied (all
+    rewards equal, no gradient), and the share of negative advantage mass on each kind."""
+    by_group = defaultdict(list)
+    for sample in read_jsonl(path) if path.is_file() else []:
+        by_group[(sample["step"], sample["problem_id"])].append(sample)
+    counts = {"groups": len(by_group), "correct_and_wrong": 0, "tied": 0}
+    negative = dict.fromkeys(KINDS, 0.0)
+    for members in by_group.values():
+        kinds = {_kind(m) for m in members}
+        counts["correct_and_wrong"] += {"correct", "wrong"} <= kinds
+        counts["tied"] += len({round(m["reward"], 9) for m in members}) == 1
+        for m in members:
+            negative[_kind(m)] += max(0.0, -float(m.get("advantage") or 0.0))
+    total = sum(negative.values())
+    return {**counts, **{f"neg_{k}": v / total if total else 0.0 for k, v in negative.items()}}
 
 
 def groups(runs: list[dict]) -> dict[tuple[str, float], list[dict]]:
@@ -123,6 +155,24 @@ def guard_table(runs: list[dict]) -> str:
             f"{g.ok_updates} [{lo:.3f}, {hi:.3f}] | {g.collapsed_detected}/{g.collapsed_runs} | "
             f"{delays} |"
         )
+    return "\n".join(lines)
+
+
+def group_table(runs: list[dict]) -> str:
+    """Per (configuration, lr), pooled over seeds: where the gradient's push-down went."""
+    lines = [
+        "| config | lr | groups | with a correct and a valid-wrong completion | tied (no "
+        "gradient) | negative advantage on: prose / invalid DSL / valid-wrong / correct |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (name, lr), rows in groups(runs).items():
+        g = [r["groups"] for r in rows if r.get("groups", {}).get("groups")]
+        n = sum(x["groups"] for x in g)
+        if not n:
+            continue
+        mixed, tied = sum(x["correct_and_wrong"] for x in g), sum(x["tied"] for x in g)
+        mass = " / ".join(f"{statistics.mean(x[f'neg_{k}'] for x in g):.2f}" for k in KINDS)
+        lines.append(f"| {name} | {lr:g} | {n} | {mixed / n:.3f} | {tied / n:.3f} | {mass} |")
     return "\n".join(lines)
 
 
@@ -191,6 +241,12 @@ def write(
         "that did not collapse; detection: collapsed runs it fired on):",
         "",
         guard_table(runs),
+        "",
+        "What the groups held (every sampled completion, `samples.jsonl`; a valid-wrong "
+        "completion next to a correct one is the seed's collapse mechanism; the last column is "
+        "the mean over seeds of each kind's share of the negative advantage):",
+        "",
+        group_table(runs),
         "",
         *[f"![{p.stem}]({p.relative_to(out)})" for p in figures],
         "",

@@ -31,11 +31,18 @@ def test_study_smoke_run_writes_the_tables_and_figure(tmp_path):
         assert f"| {name} | 0.0002 | 2 |" in text  # every configuration, 2 seeds
     assert "| k2_grpo | 0.001 | 2 |" in text  # the learning-rate sweep
     assert "round 1: fallback jump ≥ 0.3" in text and "(default)" in text  # the guard table
+    # the group table: 2 seeds x 2 steps x 8 problems of K=2, and their kinds' shares
+    assert "| k2_grpo | 0.0002 | 32 |" in text
     assert (tmp_path / "figures" / "collapse_study.png").read_bytes()[:4] == b"\x89PNG"
     runs = json.loads((tmp_path / "collapse_study.json").read_text())
     assert {r["config"] for r in runs} == CONFIGS and len(runs) == 12
     assert all(r["steps"] == 2 and len(r["history"]) == 2 for r in runs)
     assert {r["seed"] for r in runs} == {0, 1}
+    for run in runs:  # every group counted once; negative advantage shares sum to 1 (or 0)
+        g = run["groups"]
+        assert g["groups"] == 2 * (8 if run["config"] == "k2_grpo" else 2)
+        shares = sum(g[f"neg_{k}"] for k in ("prose", "invalid", "wrong", "correct"))
+        assert shares == pytest.approx(1.0) or (shares == 0 and g["tied"] == g["groups"])
     # rebuilding from the run directories gives the same tables, in one section
     rebuilt = subprocess.run([*cmd, "--from-runs"], capture_output=True, text=True, cwd=REPO)
     assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
