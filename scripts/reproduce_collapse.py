@@ -19,7 +19,9 @@ Configurations (the config file's settings plus):
 * ``k8_dr_grpo``: K=8, ``dr_grpo``, clip-higher (epsilon_high 0.28);
 * ``k8_gdpo``: K=8, ``gdpo``;
 * ``default``: the project default (``dr_grpo``, clip-higher, dynamic sampling) with the
-  collapse guard in ``rollback`` mode, to see whether the guard makes a good run worse.
+  collapse guard in ``rollback`` mode, to see whether the guard makes a good run worse;
+* ``default_warn``: the same with the guard in ``warn`` mode (it alerts, undoes nothing): the
+  control that says what the rollback changed.
 
 All but ``default``: no dynamic sampling, guard ``warn`` (collapses are counted, not undone).
 ``--lr`` is every configuration's rate; ``--sweep-lrs`` re-runs the ``--sweep`` configurations
@@ -53,7 +55,9 @@ CONFIGS = {
     "k8_dr_grpo": [*K8, "algorithm.advantage=dr_grpo", CLIP_HIGHER, *NO_GUARD],
     "k8_gdpo": [*K8, "algorithm.advantage=gdpo", *NO_GUARD],
     "default": [*K8, "health.guard=rollback"],
+    "default_warn": [*K8, "health.guard=warn"],  # the control for the rollback
 }
+STUDY = ["k2_grpo", "k8_grpo", "k8_dr_grpo", "k8_gdpo", "default"]  # --configs' default
 
 
 def run_dir_of(args, name: str, lr: float, seed: int) -> Path:
@@ -137,9 +141,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--config", default="configs/known-optimum.yaml")
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    p.add_argument(
-        "--configs", nargs="*", choices=list(CONFIGS), default=list(CONFIGS), help="at --lr"
-    )
+    p.add_argument("--configs", nargs="*", choices=list(CONFIGS), default=STUDY, help="at --lr")
     p.add_argument("--lr", type=float, default=2e-4, help="every configuration's rate")
     p.add_argument("--sweep-lrs", type=float, nargs="*", default=[], help="more rates")
     p.add_argument("--sweep", nargs="+", choices=list(CONFIGS), default=["k2_grpo"])
