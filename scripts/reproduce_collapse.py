@@ -157,6 +157,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+def absent(missing: list[tuple[str, float, int]]) -> list[str]:
+    """Planned runs without a directory, one entry per (configuration, lr) with its seeds."""
+    seeds: dict[tuple[str, float], list[int]] = {}
+    for name, lr, seed in missing:
+        seeds.setdefault((name, lr), []).append(seed)
+    return [f"{n} lr {lr:g} (seeds {' '.join(map(str, s))})" for (n, lr), s in seeds.items()]
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     base = None if args.from_runs else load_base(args)
@@ -168,12 +176,12 @@ def main(argv=None) -> None:
             run_one(args, name, lr, seed, base)
         elif not (run_dir / "metrics.jsonl").is_file():
             print(f"(missing, left out: {run_dir})", flush=True)
-            missing.append(f"{name} lr {lr:g} seed {seed}")
+            missing.append((name, lr, seed))
             continue
         runs.append(collapse_report.summarize(name, lr, seed, run_dir))
     out = Path(args.out)
     path = collapse_report.write(
-        runs, out, command_line(args), environment(args), args.runs_dir, missing
+        runs, out, command_line(args), environment(args), args.runs_dir, absent(missing)
     )
     (out / "collapse_study.json").write_text(json.dumps(runs, indent=1), encoding="utf-8")
     print(f"wrote {path}")

@@ -56,4 +56,4 @@ def test_study_smoke_run_writes_the_tables_and_figure(tmp_path):
     partial = subprocess.run(more, capture_output=True, text=True, cwd=REPO)
     assert partial.returncode == 0, partial.stderr[-3000:]
     said = (tmp_path / "RESULTS.md").read_text()
-    assert "not run, so left out: k2_grpo lr 0.005 seed 0, k2_grpo lr 0.005 seed 1." in said
+    assert "not run, so left out: k2_grpo lr 0.005 (seeds 0 1)." in said
