@@ -134,27 +134,32 @@ def config_table(runs: list[dict]) -> str:
 
 
 def guard_table(runs: list[dict]) -> str:
-    """The z-test rule (the default) and the round-1 fixed-jump rule, on every run."""
+    """The z-test rule (the default) and the round-1 fixed-jump rule, replayed on every run the
+    guard left alone (a rollback changes what follows, so those runs cannot be replayed), over
+    all of them and over those at the lowest learning rate (the good runs)."""
     from flowgrpo.trainer.monitoring.collapse import CollapseRule
 
-    histories = [r["history"] for r in runs]
+    untouched = [r for r in runs if not r["rollbacks"]]
+    low = min((r["lr"] for r in untouched), default=None)
+    scopes = (("all", untouched), (f"lr {low:g}", [r for r in untouched if r["lr"] == low]))
     lines = [
-        "| rule | runs without collapse it fired on | their updates it fired on (95% CI) | "
-        "collapsed runs it detected | delay after onset (steps) |",
-        "|---|---|---|---|---|",
+        "| rule | runs | runs without collapse it fired on | their updates it fired on "
+        "(95% CI) | collapsed runs it detected | delay after onset (steps) |",
+        "|---|---|---|---|---|---|",
     ]
     for label, rule in (
         ("z-test, alpha 0.01, ≥ 16 completions, change ≥ 0.2 (default)", CollapseRule()),
         ("round 1: fallback jump ≥ 0.3", OLD_RULE),
     ):
-        g = guard_rates(histories, rule)
-        lo, hi = wilson_interval(g.ok_updates_flagged, g.ok_updates)
-        delays = ", ".join(map(str, g.delays)) or "–"
-        lines.append(
-            f"| {label} | {g.ok_runs_flagged}/{g.ok_runs} | {g.ok_updates_flagged}/"
-            f"{g.ok_updates} [{lo:.3f}, {hi:.3f}] | {g.collapsed_detected}/{g.collapsed_runs} | "
-            f"{delays} |"
-        )
+        for scope, chosen in scopes:
+            g = guard_rates([r["history"] for r in chosen], rule)
+            lo, hi = wilson_interval(g.ok_updates_flagged, g.ok_updates)
+            delays = ", ".join(map(str, g.delays)) or "–"
+            lines.append(
+                f"| {label} | {scope} | {g.ok_runs_flagged}/{g.ok_runs} | "
+                f"{g.ok_updates_flagged}/{g.ok_updates} [{lo:.3f}, {hi:.3f}] | "
+                f"{g.collapsed_detected}/{g.collapsed_runs} | {delays} |"
+            )
     return "\n".join(lines)
 
 
@@ -176,32 +181,48 @@ def group_table(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+PLOT_KEYS = (("fallback_rate", "fallback rate"), ("sim/regret", "regret (SIMULATED executor)"),
+             ("entropy", "token entropy (nats)"))  # fmt: skip
+DASHES = {"k2_grpo": "-", "k8_grpo": "--", "default": ":", "default_warn": "-."}
+
+
+def _curves(axes, rows: list[dict], label: str, **style) -> None:
+    """Mean over seeds of each key (band: min..max over seeds) on one row of axes."""
+    for ax, (key, name) in zip(axes, PLOT_KEYS, strict=True):
+        width = min(len(r["series"][key]) for r in rows)
+        columns = [[r["series"][key][i] for r in rows] for i in range(width)]
+        steps = range(1, width + 1)
+        (line,) = ax.plot(steps, [mean_interval(c)[0] for c in columns], label=label, **style)
+        lows, highs = [min(c) for c in columns], [max(c) for c in columns]
+        ax.fill_between(steps, lows, highs, color=line.get_color(), alpha=0.08)
+        ax.set_xlabel("step")
+        ax.set_ylabel(name)
+        ax.grid(alpha=0.3)
+
+
 def plot(runs: list[dict], out: Path) -> list[Path]:
-    """Mean over seeds (band: min..max) per configuration: fallback, regret, entropy."""
+    """Top row: every configuration at the lowest learning rate (colour: configuration).
+    Bottom row, when there is a sweep: the other rates (colour: lr; line style: configuration)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
-    keys = (("fallback_rate", "fallback rate"), ("sim/regret", "regret (SIMULATED executor)"),
-            ("entropy", "token entropy (nats)"))  # fmt: skip
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    for (name, lr), rows in groups(runs).items():
-        for ax, (key, label) in zip(axes, keys, strict=True):
-            width = min(len(r["series"][key]) for r in rows)
-            columns = [[r["series"][key][i] for r in rows] for i in range(width)]
-            mean = [mean_interval(col)[0] for col in columns]
-            steps = range(1, width + 1)
-            (line,) = ax.plot(steps, mean, marker="o", ms=2, label=f"{name} lr {lr:g}")
-            lows = [min(col) for col in columns]
-            highs = [max(col) for col in columns]
-            ax.fill_between(steps, lows, highs, color=line.get_color(), alpha=0.12)
-            ax.set_xlabel("step")
-            ax.set_ylabel(label)
-    for ax in axes:
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
+    by_config = groups(runs)
+    low = min(lr for _, lr in by_config)
+    rates = sorted({lr for _, lr in by_config if lr != low})
+    fig, axes = plt.subplots(1 + bool(rates), 3, figsize=(15, 4 + 4 * bool(rates)), squeeze=False)
+    colours = plt.get_cmap("plasma")
+    for (name, lr), rows in by_config.items():
+        if lr == low:
+            _curves(axes[0], rows, f"{name} lr {lr:g}", marker="o", ms=2)
+        else:
+            colour = colours(0.85 * rates.index(lr) / max(1, len(rates) - 1))
+            style = {"color": colour, "linestyle": DASHES.get(name, "-"), "lw": 1.6}
+            _curves(axes[1], rows, f"{name} lr {lr:g}", **style)
+    for row in axes:
+        row[0].legend(fontsize=7)
     path = out / "collapse_study.png"
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -237,8 +258,9 @@ def write(
         "",
         config_table(runs),
         "",
-        "The collapse guard's rules replayed on every run above (false positives: firings on runs "
-        "that did not collapse; detection: collapsed runs it fired on):",
+        "The collapse guard's rules replayed on the runs above whose guard undid nothing "
+        "(false positives: firings on runs that did not collapse; detection: collapsed runs it "
+        "fired on):",
         "",
         guard_table(runs),
         "",
