@@ -8,7 +8,7 @@ seed's reward shape (invalid 0, valid-but-wrong 0.2, correct 1.2), and samples t
 of completions per step (K=2 gets 4x the problems):
 
     python scripts/reproduce_collapse.py --seeds 0 1 2 3 4 --steps 12 \\
-        --sweep-lrs 1e-3 5e-3                      # the study (CPU, about 90 minutes)
+        --sweep k2_grpo k8_grpo --sweep-lrs 1e-3 2.5e-3 5e-3   # the study (about 3 CPU hours here)
     python scripts/reproduce_collapse.py --smoke --out /tmp/smoke   # tiny model, seconds
     python scripts/reproduce_collapse.py ... --from-runs            # rebuild the table
 
