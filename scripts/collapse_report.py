@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 from flowgrpo.trainer.monitoring.collapse import replay
@@ -140,8 +141,10 @@ def guard_table(runs: list[dict]) -> str:
     from flowgrpo.trainer.monitoring.collapse import CollapseRule
 
     untouched = [r for r in runs if not r["rollbacks"]]
-    low = min((r["lr"] for r in untouched), default=None)
-    scopes = (("all", untouched), (f"lr {low:g}", [r for r in untouched if r["lr"] == low]))
+    scopes = [("all", untouched)]
+    if untouched:
+        low = min(r["lr"] for r in untouched)
+        scopes.append((f"lr {low:g}", [r for r in untouched if r["lr"] == low]))
     lines = [
         "| rule | runs | runs without collapse it fired on | their updates it fired on "
         "(95% CI) | collapsed runs it detected | delay after onset (steps) |",
@@ -171,7 +174,7 @@ def group_table(runs: list[dict]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for (name, lr), rows in groups(runs).items():
-        g = [r["groups"] for r in rows if r.get("groups", {}).get("groups")]
+        g = [r["groups"] for r in rows if r["groups"]["groups"]]
         n = sum(x["groups"] for x in g)
         if not n:
             continue
@@ -236,7 +239,7 @@ def write(
     command: str,
     environment: str,
     runs_dir: str,
-    missing: list[str] = (),
+    missing: Sequence[str] = (),
 ) -> Path:
     """Write the section between the markers of ``out/RESULTS.md`` (other sections are kept);
     ``missing`` names planned runs that were not found (said in the section, not hidden)."""

@@ -10,8 +10,8 @@ Used by ``scripts/reproduce_collapse.py`` and ``scripts/learn_known_optimum.py``
 * :func:`collapse_onset` — whether a run collapsed, judged from where it *ended*, not from the
   rule under test: the fallback rate over the last ``width`` rollouts is at least ``rise``
   above that of the first rollout, drawn before any update (or the validity rate that much
-  below). This ground truth
-  is what the guard's detection and false-positive rates are measured against.
+  below). This ground truth is what the guard's detection and false-positive rates are
+  measured against.
 * :func:`guard_rates` — for a :class:`CollapseRule`, on runs with that truth: how often it
   fires on runs (and updates) that did not collapse, and how many collapsed runs it flags.
 """
@@ -82,11 +82,6 @@ def series(history: Sequence[Mapping], key: str) -> list[float]:
     return out
 
 
-def _window(values: list[float], last: bool, width: int) -> float:
-    part = values[-width:] if last else values[:width]
-    return statistics.mean(part) if part else float("nan")
-
-
 def collapse_onset(history: Sequence[Mapping], rise: float = 0.3, width: int = 3) -> int | None:
     """The step at which a run collapsed, or None when it did not.
 
@@ -102,8 +97,8 @@ def collapse_onset(history: Sequence[Mapping], rise: float = 0.3, width: int = 3
     fallback, validity = series(history, "fallback_rate"), series(history, "validity_rate")
     steps = [int(line.get("step", i + 1)) for i, line in enumerate(history)]
     start_f, start_v = fallback[0], validity[0]
-    rose = _window(fallback, True, width) - start_f >= rise
-    fell = start_v - _window(validity, True, width) >= rise
+    rose = statistics.mean(fallback[-width:]) - start_f >= rise
+    fell = start_v - statistics.mean(validity[-width:]) >= rise
     if not (rose or fell):
         return None
     moved = [f - start_f >= rise or start_v - v >= rise for f, v in zip(fallback, validity)]
