@@ -27,7 +27,7 @@ from pathlib import Path
 
 from peft import LoraConfig
 
-from flowgrpo.operators.backends.hf import load_hf_model
+from flowgrpo.operators.models import load_model
 from flowgrpo.operators.tasks import load_task
 from flowgrpo.rewards.components import get_component
 from flowgrpo.rewards.sample import make_sample
@@ -112,7 +112,7 @@ def run_trl(steps: int, out: Path, checkpointing: bool) -> dict:
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 
-    model, tok = load_hf_model("default")
+    model, tok = load_model("default")
     problems = load_task("arithmetic", n=64, seed=0, split="train")
     data = Dataset.from_list(
         [{"prompt": build_messages(p), "pid": i} for i, p in enumerate(problems)]

@@ -86,15 +86,13 @@ def held_out(cfg, model, tokenizer, args) -> dict:
 
 def base_model(cfg):
     """(model, tokenizer) without an adapter, loaded once and copied for each policy."""
-    from flowgrpo.operators.backends.hf import load_hf_model
-    from flowgrpo.operators.backends.tiny import TINY_NAME, build_tiny_model
+    from flowgrpo.operators.models import load_model
     from flowgrpo.trainer.loop.policy import _pad
 
-    if cfg.model.name_or_path == TINY_NAME:
-        model, tokenizer = build_tiny_model(seed=cfg.optim.seed)
-    else:
-        m = cfg.model
-        model, tokenizer = load_hf_model(m.name_or_path, gguf_file=m.gguf_file, dtype=m.dtype)
+    m = cfg.model
+    model, tokenizer = load_model(
+        m.name_or_path, gguf_file=m.gguf_file, dtype=m.dtype, seed=cfg.optim.seed
+    )
     return model, _pad(tokenizer)
 
 

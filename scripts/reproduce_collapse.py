@@ -97,14 +97,14 @@ def run_one(args, name: str, lr: float, seed: int, base) -> Path:
 
 def load_base(args):
     """The base model and tokenizer, loaded once and copied into each run (None for tiny)."""
-    from flowgrpo.operators.backends.hf import load_hf_model
+    from flowgrpo.operators.models import load_model
     from flowgrpo.trainer.config import load_config
     from flowgrpo.trainer.loop.policy import _pad
 
     cfg = load_config(args.config, tuple(args.set))
     if cfg.model.name_or_path == "tiny-random":
         return None
-    model, tokenizer = load_hf_model(cfg.model.name_or_path, gguf_file=cfg.model.gguf_file)
+    model, tokenizer = load_model(cfg.model.name_or_path, gguf_file=cfg.model.gguf_file)
     return model, _pad(tokenizer)
 
 

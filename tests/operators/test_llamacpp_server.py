@@ -17,9 +17,9 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from flowgrpo.operators.backends.hf import default_model_path
 from flowgrpo.operators.backends.openai_http import OpenAIBackend
 from flowgrpo.operators.llm import GenerationRequest, user
+from flowgrpo.operators.models import default_model_path
 from flowgrpo.trainer.cli.app import main
 
 pytestmark = pytest.mark.slow

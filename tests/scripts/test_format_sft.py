@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from flowgrpo.dsl import validate
-from flowgrpo.operators.backends.tiny import build_tiny_model
 from flowgrpo.operators.interpreter import Limits
+from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.operators.simulation import best_workflow
 from flowgrpo.trainer.config import load_config
 from flowgrpo.trainer.loop import setup

@@ -1,4 +1,6 @@
-"""Loading the policy: a causal LM with a LoRA adapter (peft), and helpers around it.
+"""The policy: a LoRA adapter (peft) on a causal LM, and helpers around it.
+
+The causal LM is loaded by ``flowgrpo.operators.models.load_model`` (``trainer.loop.setup``).
 
 The reference model (for the KL term) and the executor on the CPU default are the same weights
 with the adapter disabled (``model.disable_adapter()``), so no second copy is loaded.
@@ -13,18 +15,7 @@ from collections.abc import Iterator
 import torch
 from peft import LoraConfig, get_peft_model
 
-from flowgrpo.operators.backends.hf import load_hf_model
-
 logger = logging.getLogger(__name__)
-
-
-def load_policy(model_cfg, lora_cfg):
-    """(peft model in train mode, tokenizer) from the ``model`` and ``lora`` config sections."""
-
-    model, tokenizer = load_hf_model(
-        model_cfg.name_or_path, gguf_file=model_cfg.gguf_file, dtype=model_cfg.dtype
-    )
-    return wrap_lora(model, lora_cfg, model_cfg.gradient_checkpointing), _pad(tokenizer)
 
 
 def wrap_lora(model, lora_cfg, gradient_checkpointing: bool = False):

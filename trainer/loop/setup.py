@@ -14,13 +14,12 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 
 from flowgrpo.operators.backends import make_backend
-from flowgrpo.operators.backends.hf import load_hf_model
-from flowgrpo.operators.backends.tiny import TINY_NAME, build_tiny_model
 from flowgrpo.operators.cache import ExecutionCache
 from flowgrpo.operators.interpreter import Limits
+from flowgrpo.operators.models import load_model
 from flowgrpo.operators.tasks import load_task
 from flowgrpo.trainer.loop.init_adapter import load_init_adapter
-from flowgrpo.trainer.loop.policy import _pad, load_policy, wrap_lora
+from flowgrpo.trainer.loop.policy import _pad, wrap_lora
 from flowgrpo.trainer.loop.rollout import ProblemSampler
 from flowgrpo.trainer.loop.rundir import prepare_run_dir
 from flowgrpo.trainer.monitoring.metrics import MetricsWriter
@@ -35,26 +34,25 @@ SIMULATED_NOTICE = (
 
 
 def policy(cfg, model=None, tokenizer=None, device=None):
-    """(LoRA-wrapped policy on ``device``, tokenizer): given, tiny-random, or loaded."""
+    """(LoRA-wrapped policy on ``device``, tokenizer): the given model, or ``model`` loaded.
+
+    Loaded with :func:`~flowgrpo.operators.models.load_model`, the executor's loader too
+    (tiny-random weights seeded by ``optim.seed``).
+    """
 
     set_seed(cfg.optim.seed)  # identical LoRA initialisation on every rank
-    if model is None and cfg.model.name_or_path == TINY_NAME:
-        model, tokenizer = build_tiny_model(seed=cfg.optim.seed)
     m = cfg.model
-    if model is None and m.init_adapter:
-        model, tokenizer = load_hf_model(m.name_or_path, gguf_file=m.gguf_file, dtype=m.dtype)
-    if model is not None:
-        if tokenizer is None:
-            raise ValueError("a model was passed without its tokenizer")
-        if m.init_adapter:  # model.init_adapter: start from a saved adapter (its shape checked)
-            peft_model = load_init_adapter(
-                model, m.init_adapter, cfg.lora, m.gradient_checkpointing
-            )
-        else:
-            peft_model = wrap_lora(model, cfg.lora, m.gradient_checkpointing)
-        tokenizer = _pad(tokenizer)
+    if model is None:
+        model, tokenizer = load_model(
+            m.name_or_path, gguf_file=m.gguf_file, dtype=m.dtype, seed=cfg.optim.seed
+        )
+    if tokenizer is None:
+        raise ValueError("a model was passed without its tokenizer")
+    if m.init_adapter:  # model.init_adapter: start from a saved adapter (its shape checked)
+        peft_model = load_init_adapter(model, m.init_adapter, cfg.lora, m.gradient_checkpointing)
     else:
-        peft_model, tokenizer = load_policy(cfg.model, cfg.lora)
+        peft_model = wrap_lora(model, cfg.lora, m.gradient_checkpointing)
+    tokenizer = _pad(tokenizer)
     if device is not None:
         peft_model.to(device)
     peft_model.train()

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowgrpo.configuration import check
-from flowgrpo.operators.backends.hf import load_hf_model
-from flowgrpo.operators.backends.tiny import TINY_NAME, build_tiny_model
+from flowgrpo.operators.models import load_model
 from flowgrpo.operators.tasks import load_task
 from flowgrpo.rewards import prepare_samples
 from flowgrpo.trainer.loop.simulation_metrics import simulation_metrics
@@ -102,13 +101,8 @@ class ModelSpec:
 
 def load_base_model(spec: ModelSpec, device: str = "cpu"):
     """(model in eval mode on ``device``, tokenizer) of ``spec``."""
-    if spec.name_or_path == TINY_NAME:  # the run's random weights: seeded by its optim.seed
-        import torch  # heavy: torch; `flowgrpo eval --compare` starts without it
-
-        model, tokenizer = build_tiny_model(seed=spec.seed)
-        return model.to(device=device, dtype=getattr(torch, spec.dtype)).eval(), tokenizer
-    return load_hf_model(
-        spec.name_or_path, gguf_file=spec.gguf_file, dtype=spec.dtype, device=device
+    return load_model(  # tiny-random: the run's random weights, seeded by its optim.seed
+        spec.name_or_path, gguf_file=spec.gguf_file, dtype=spec.dtype, device=device, seed=spec.seed
     )
 
 

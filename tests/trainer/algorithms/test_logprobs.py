@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from flowgrpo.operators.backends.tiny import build_tiny_model
+from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.trainer.algorithms.logprobs import group_logprobs
 from flowgrpo.trainer.loop.policy import wrap_lora
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from flowgrpo.operators.backends.tiny import build_tiny_model
+from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.trainer.cli.app import main
 from flowgrpo.trainer.config import load_config, save_config
 from flowgrpo.trainer.loop.policy import wrap_lora

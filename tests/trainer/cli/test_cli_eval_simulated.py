@@ -5,8 +5,8 @@ import json
 
 from click.testing import CliRunner
 
-from flowgrpo.operators.backends.tiny import build_tiny_model
 from flowgrpo.operators.interpreter import Limits
+from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.operators.simulation import SimulationParams, best_workflow
 from flowgrpo.operators.tasks import load_task
 from flowgrpo.rewards import make_sample

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from flowgrpo.operators.backends.tiny import build_tiny_model
+from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.trainer.config import load_config
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop.policy import wrap_lora

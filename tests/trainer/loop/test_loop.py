@@ -158,7 +158,7 @@ def test_rollback_undoes_an_update_followed_by_collapse(tmp_path, monkeypatch):
 def test_checkpoint_loads_with_peft_and_resume_continues(tmp_path, monkeypatch):
     from peft import PeftModel
 
-    from flowgrpo.operators.backends.tiny import build_tiny_model
+    from flowgrpo.operators.models import build_tiny_model
 
     monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(mixed()))
     cfg = tiny_config(tmp_path, "optim.max_steps=2", "logging.save_every=1")

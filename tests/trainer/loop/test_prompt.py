@@ -3,7 +3,7 @@
 import pytest
 
 from flowgrpo.dsl import operators_for_domain, validate
-from flowgrpo.operators.backends.tiny import build_tiny_tokenizer
+from flowgrpo.operators.models import build_tiny_tokenizer
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.loop.prompt import EXAMPLES, build_messages, render_prompt, system_prompt
 

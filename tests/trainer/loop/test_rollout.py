@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import torch
 
-from flowgrpo.operators.backends.tiny import build_tiny_model
+from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.loop.policy import merged_adapter, wrap_lora
 from flowgrpo.trainer.loop.rollout import completion_mask, generate_rollout

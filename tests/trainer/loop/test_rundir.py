@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from flowgrpo.operators.backends.tiny import build_tiny_model
+from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.trainer.config import LoraSettings
 from flowgrpo.trainer.loop.checkpoint import save_checkpoint
 from flowgrpo.trainer.loop.policy import wrap_lora

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from flowgrpo.operators.backends.tiny import build_tiny_model
+from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.algorithms.logprobs import group_logprobs
 from flowgrpo.trainer.algorithms.losses import LossConfig, available_aggregations

