@@ -46,6 +46,12 @@ from flowgrpo.trainer.monitoring.metrics import rollout_metrics
 
 logger = logging.getLogger(__name__)
 
+#: The dtype of the scores from group selection to the advantages that are trained: float32,
+#: the loss dtype, so a selected group never trains with zero advantages and the trained
+#: advantages are bit-identical to those the default run has always used (float64 up to the
+#: selection changed them by one ulp).
+SCORE_DTYPE = torch.float32
+
 
 @dataclass(frozen=True)
 class StepEnv:
@@ -63,11 +69,29 @@ class StepEnv:
 
 @dataclass(frozen=True)
 class Scored:
-    """A rollout and its reward table (same rows), with the scoring time."""
+    """A rollout and its reward table (same rows, same K), with the scoring time.
+
+    K has one source: the rollout's ``group_size`` (the table is scored with it); a rollout and
+    a table that disagree on K or on the number of rows raise ``ValueError``.
+    """
 
     rollout: Rollout
     table: RewardTable
     score_seconds: float
+
+    def __post_init__(self):
+        k, rows = self.rollout.group_size, len(self.rollout.problems) * self.rollout.group_size
+        if self.table.group_size != k or self.table.n_samples != rows:
+            raise ValueError(
+                f"rollout and reward table disagree: K={k} and {rows} rows vs the table's "
+                f"K={self.table.group_size} and {self.table.n_samples} rows; score the rollout "
+                "with its own group_size"
+            )
+
+    @property
+    def group_size(self) -> int:
+        """K, completions per problem (the rollout's)."""
+        return self.rollout.group_size
 
 
 @dataclass(frozen=True)
@@ -84,20 +108,39 @@ class Collected:
 
 
 def sample_and_score(env: StepEnv, problems: Sequence[Problem]) -> Scored:
-    """Sample ``num_generations`` completions per problem and score them (one batched call)."""
+    """Sample ``num_generations`` completions per problem and score them (one batched call);
+    everything after the sampling reads K from the rollout."""
     r = env.config.rollout
     rollout = generate_rollout(
         env.model, env.tokenizer, problems, r.num_generations, r.temperature, r.top_p,
         r.max_new_tokens, r.generate_merged,
     )  # fmt: skip
+    k = rollout.group_size  # from here on, K is the rollout's
     start = time.perf_counter()
     samples = prepare_samples(
-        rollout.problems, rollout.texts, r.num_generations, llm=env.executor,
+        rollout.problems, rollout.texts, k, llm=env.executor,
         limits=env.exec_limits, cache=env.cache,
         execute=r.execute and env.executor is not None,
     )  # fmt: skip
-    table = score_samples(samples, r.num_generations, env.config.rewards, env.history)
+    table = score_samples(samples, k, env.config.rewards, env.history)
     return Scored(rollout, table, time.perf_counter() - start)
+
+
+def table_advantages(estimator: str, table: RewardTable) -> torch.Tensor:
+    """adv_N of the rows of ``table`` with its own K, computed from scores and weights cast
+    ONCE to :data:`SCORE_DTYPE`.
+
+    The one way the step computes advantages: choosing informative groups (:func:`informative_
+    groups`) and training (:func:`compute_train_advantages`) see the same numbers, so a reward
+    gap that only float64 resolves (1.0 vs 1.0 + 1e-9) is neither selected nor trained, instead
+    of being selected in float64 and then trained with all-zero float32 advantages.
+    """
+    return compute_advantages(
+        estimator,
+        torch.tensor(table.scores, dtype=SCORE_DTYPE),
+        table.group_size,
+        torch.tensor(table.weights, dtype=SCORE_DTYPE),
+    )
 
 
 def informative_groups(table: RewardTable, estimator: str) -> list[int]:
@@ -109,17 +152,17 @@ def informative_groups(table: RewardTable, estimator: str) -> list[int]:
     """
     k = table.group_size
     keep = []
-    for g in range(len(table.details) // k):
-        rows = table.scores[g * k : (g + 1) * k]
-        adv_K = compute_advantages(estimator, torch.tensor(rows), k, torch.tensor(table.weights))
-        if bool((adv_K != 0).any()):
+    for g in range(table.n_groups):
+        rows = slice(g * k, (g + 1) * k)
+        group = RewardTable(table.names, table.scores[rows], table.weights, k, table.details[rows])
+        if bool((table_advantages(estimator, group) != 0).any()):
             keep.append(g)
     return keep
 
 
 def select_groups(scored: Scored, groups: Sequence[int]) -> Scored:
     """The rows of ``groups`` (rollout and table alike)."""
-    k = scored.table.group_size
+    k = scored.group_size
     rows = [g * k + j for g in groups for j in range(k)]
     t = scored.table
     table = RewardTable(t.names, t.scores[rows], t.weights, k, tuple(t.details[i] for i in rows))
@@ -178,15 +221,11 @@ def untrained(first: Scored) -> Collected:
 
 
 def compute_train_advantages(config: TrainConfig, train: Scored | None) -> torch.Tensor | None:
-    """adv_N of the batch that is trained (None when there is none): computed once, here."""
+    """adv_N of the batch that is trained (None when there is none): computed once, here, by
+    :func:`table_advantages` with the batch's own K."""
     if train is None:
         return None
-    return compute_advantages(
-        config.algorithm.advantage,
-        torch.tensor(np.array(train.table.scores), dtype=torch.float32),
-        config.rollout.num_generations,
-        torch.tensor(np.array(train.table.weights), dtype=torch.float32),
-    )
+    return table_advantages(config.algorithm.advantage, train.table)
 
 
 def _combined(table: RewardTable) -> np.ndarray:
@@ -196,7 +235,7 @@ def _combined(table: RewardTable) -> np.ndarray:
 def rollout_metrics_of(first: Scored) -> dict:
     """Metrics of the first rollout: the policy as it is (advantage keys filled later)."""
     combined = _combined(first.table)
-    stats = group_stats(torch.tensor(combined), first.table.group_size)
+    stats = group_stats(torch.tensor(combined), first.group_size)
     return rollout_metrics(first.table, first.rollout, None, {**stats, "combined": combined})
 
 
@@ -254,7 +293,7 @@ def sample_rows(step: int, collected: Collected, adv_N: torch.Tensor | None, lim
 
 
 def _row_problems(scored: Scored) -> list[Problem]:
-    k = scored.rollout.group_size
+    k = scored.group_size
     return [p for p in scored.rollout.problems for _ in range(k)]
 
 

@@ -89,10 +89,23 @@ class UpdateSettings:
 
 @dataclass(frozen=True)
 class UpdateBatch:
-    """What an update trains on: the rollout rows kept for training and their advantages [N]."""
+    """What an update trains on: the rollout rows kept for training and their advantages [N].
+
+    K is the rollout's ``group_size`` (the one source); ``adv_N`` must have one value per row.
+    """
 
     rollout: Rollout
     adv_N: torch.Tensor
+
+    def __post_init__(self):
+        rows = len(self.rollout.problems) * self.rollout.group_size
+        if tuple(self.adv_N.shape) != (rows,) or self.rollout.completion_ids_NT.shape[0] != rows:
+            raise ValueError(
+                f"update batch: {len(self.rollout.problems)} groups of K="
+                f"{self.rollout.group_size} are {rows} rows, but adv_N has shape "
+                f"{tuple(self.adv_N.shape)} and the rollout "
+                f"{self.rollout.completion_ids_NT.shape[0]} rows"
+            )
 
 
 def _rows(rollout: Rollout, g: int) -> slice:
