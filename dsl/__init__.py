@@ -12,7 +12,19 @@ Usable alone as a validator library; imports nothing heavy (no torch)::
     validate("Solve -> Critique ? Fix : done", domain="qa", operators=table)
 """
 
-from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow, walk
+from flowgrpo.dsl.ast import (
+    Cond,
+    Loop,
+    Node,
+    Op,
+    Parallel,
+    Seq,
+    Visitor,
+    Workflow,
+    op_nodes,
+    steps_of,
+    walk,
+)
 from flowgrpo.dsl.canonical import canonical
 from flowgrpo.dsl.errors import DSLError, DSLSyntaxError
 from flowgrpo.dsl.extract import Extraction, extract
@@ -63,6 +75,7 @@ __all__ = [
     "Problem",
     "Report",
     "Seq",
+    "Visitor",
     "Workflow",
     "canonical",
     "count_calls",
@@ -71,8 +84,10 @@ __all__ = [
     "extract",
     "features_of",
     "nesting_depth",
+    "op_nodes",
     "operators_for_domain",
     "parse",
+    "steps_of",
     "structure_of",
     "undeclare_operator",
     "validate",

@@ -2,7 +2,8 @@
 
 Equality ignores source positions, so a workflow parsed from its canonical form equals the
 original (``parse(canonical(w)) == w``). Nodes are immutable and hashable, which lets the
-validator and the executor cache results by workflow.
+validator and the executor cache results by workflow. Every pass over the tree (printing,
+validation, the interpreter, the simulated executor) dispatches through :class:`Visitor`.
 
 Normal form guaranteed by the parser (and expected from hand-built trees):
 
@@ -16,8 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 _POS = {"default": 0, "compare": False, "repr": False}
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,17 +85,86 @@ class Workflow:
     root: Node
 
 
+class Visitor(Generic[R]):
+    """The one dispatch on node type, used by every pass over the AST.
+
+    ``visit(node, *args)`` calls the subclass's method for the node's type with ``(node,
+    *args)``: ``visit_op``, ``visit_seq``, ``visit_parallel``, ``visit_cond``, ``visit_loop``;
+    ``None`` (a ``done`` branch of a :class:`Cond`) calls ``visit_done(*args)`` and a
+    :class:`Workflow` visits its root. A pass recurses by calling ``self.visit`` on the parts it
+    chooses, in the order it chooses, threading whatever its ``args`` carry (a state, a
+    position). A method the pass does not define raises ``NotImplementedError`` naming it;
+    anything that is not a node raises ``TypeError``.
+
+    >>> class Size(Visitor[int]):
+    ...     def visit_op(self, node): return 1
+    ...     def visit_seq(self, node): return sum(self.visit(s) for s in node.steps)
+    >>> Size().visit(Seq((Op("Custom"), Op("Review"))))
+    2
+    """
+
+    def visit(self, node: Node | Workflow | None, *args: Any) -> R:
+        match node:
+            case Op():
+                return self.visit_op(node, *args)
+            case Seq():
+                return self.visit_seq(node, *args)
+            case Parallel():
+                return self.visit_parallel(node, *args)
+            case Cond():
+                return self.visit_cond(node, *args)
+            case Loop():
+                return self.visit_loop(node, *args)
+            case None:
+                return self.visit_done(*args)
+            case Workflow():
+                return self.visit(node.root, *args)
+        raise TypeError(f"not a workflow node: {node!r}")
+
+    def _missing(self, method: str) -> NotImplementedError:
+        return NotImplementedError(f"{type(self).__name__} does not define {method}")
+
+    def visit_op(self, node: Op, *args: Any) -> R:
+        raise self._missing("visit_op")
+
+    def visit_seq(self, node: Seq, *args: Any) -> R:
+        raise self._missing("visit_seq")
+
+    def visit_parallel(self, node: Parallel, *args: Any) -> R:
+        raise self._missing("visit_parallel")
+
+    def visit_cond(self, node: Cond, *args: Any) -> R:
+        raise self._missing("visit_cond")
+
+    def visit_loop(self, node: Loop, *args: Any) -> R:
+        raise self._missing("visit_loop")
+
+    def visit_done(self, *args: Any) -> R:
+        raise self._missing("visit_done")
+
+
+class _Children(Visitor[tuple[Node, ...]]):
+    """The direct sub-nodes in execution order (``done`` branches omitted)."""
+
+    def visit_op(self, node: Op) -> tuple[Node, ...]:
+        return ()
+
+    def visit_seq(self, node: Seq) -> tuple[Node, ...]:
+        return node.steps
+
+    def visit_parallel(self, node: Parallel) -> tuple[Node, ...]:
+        return node.branches
+
+    def visit_cond(self, node: Cond) -> tuple[Node, ...]:
+        return tuple(n for n in (node.check, node.if_fail, node.if_pass) if n is not None)
+
+    def visit_loop(self, node: Loop) -> tuple[Node, ...]:
+        return (node.body,)
+
+
 def children(node: Node) -> tuple[Node, ...]:
     """The direct sub-nodes of ``node`` in execution order (``done`` branches omitted)."""
-    if isinstance(node, Seq):
-        return node.steps
-    if isinstance(node, Parallel):
-        return node.branches
-    if isinstance(node, Cond):
-        return tuple(n for n in (node.check, node.if_fail, node.if_pass) if n is not None)
-    if isinstance(node, Loop):
-        return (node.body,)
-    return ()
+    return _Children().visit(node)
 
 
 def walk(node: Node | Workflow) -> Iterator[Node]:
@@ -102,3 +174,13 @@ def walk(node: Node | Workflow) -> Iterator[Node]:
         current = stack.pop()
         yield current
         stack.extend(reversed(children(current)))
+
+
+def op_nodes(node: Node | Workflow) -> Iterator[Op]:
+    """Every operator call of the tree, in execution order (loop bodies once)."""
+    return (n for n in walk(node) if isinstance(n, Op))
+
+
+def steps_of(node: Node) -> tuple[Node, ...]:
+    """The steps of a sequence; any other node is a sequence of one step."""
+    return node.steps if isinstance(node, Seq) else (node,)

@@ -6,9 +6,13 @@ redundant parentheses in the source do not change the canonical form.
 
 from __future__ import annotations
 
-from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow
+from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Visitor, Workflow
 
 _QUOTE = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+#: Where a node is printed: where a whole sequence may stand (top level, parallel branch),
+#: where one step of a sequence stands, where only a unit may stand (loop body, condition,
+#: branch of a conditional). Parentheses are added where the node's form cannot stand.
+_SEQ, _STEP, _UNIT = 0, 1, 2
 
 
 def canonical(workflow: Workflow | Node) -> str:
@@ -18,36 +22,34 @@ def canonical(workflow: Workflow | Node) -> str:
     >>> canonical(parse("( Custom )->[ Custom,Programmer ]->ScEnsemble"))
     'Custom -> [Custom, Programmer] -> ScEnsemble'
     """
-    node = workflow.root if isinstance(workflow, Workflow) else workflow
-    return _seq(node)
+    return _Printer().visit(workflow, _SEQ)
 
 
-def _seq(node: Node) -> str:
-    """Print ``node`` where a whole sequence may stand (top level, parallel branch)."""
-    if isinstance(node, Seq):
-        return " -> ".join(_step(s) for s in node.steps)
-    return _step(node)
+class _Printer(Visitor[str]):
+    """``visit(node, where)``: the text of ``node`` printed at position ``where``."""
 
+    def visit_seq(self, node: Seq, where: int) -> str:
+        text = " -> ".join(self.visit(s, _STEP) for s in node.steps)
+        return text if where == _SEQ else f"({text})"
 
-def _step(node: Node) -> str:
-    """Print ``node`` where one step of a sequence stands."""
-    if isinstance(node, Loop):
-        return f"{_unit(node.body)} * {node.count}"
-    if isinstance(node, Cond):
-        return f"{_unit(node.check)} ? {_branch(node.if_fail)} : {_branch(node.if_pass)}"
-    return _unit(node)
+    def visit_loop(self, node: Loop, where: int) -> str:
+        text = f"{self.visit(node.body, _UNIT)} * {node.count}"
+        return f"({text})" if where == _UNIT else text
 
+    def visit_cond(self, node: Cond, where: int) -> str:
+        check, if_fail, if_pass = (
+            self.visit(n, _UNIT) for n in (node.check, node.if_fail, node.if_pass)
+        )
+        text = f"{check} ? {if_fail} : {if_pass}"
+        return f"({text})" if where == _UNIT else text
 
-def _branch(node: Node | None) -> str:
-    return "done" if node is None else _unit(node)
+    def visit_done(self, where: int) -> str:
+        return "done"
 
-
-def _unit(node: Node) -> str:
-    """Print ``node`` where only a unit may stand, adding parentheses where needed."""
-    if isinstance(node, Op):
+    def visit_op(self, node: Op, where: int) -> str:
         if node.instruction is None:
             return node.name
         return f'{node.name}("{node.instruction.translate(_QUOTE)}")'
-    if isinstance(node, Parallel):
-        return "[" + ", ".join(_seq(b) for b in node.branches) + "]"
-    return f"({_seq(node)})"
+
+    def visit_parallel(self, node: Parallel, where: int) -> str:
+        return "[" + ", ".join(self.visit(b, _SEQ) for b in node.branches) + "]"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow
+from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow, steps_of
 from flowgrpo.dsl.operators import CHECKER, GENERATOR, OPERATORS, REFINER
 from flowgrpo.dsl.validate import validate
 
@@ -58,5 +58,5 @@ def _step(rng: random.Random, depth: int) -> Node:
 def _flatten(steps: list[Node]) -> list[Node]:
     out: list[Node] = []
     for step in steps:
-        out.extend(step.steps if isinstance(step, Seq) else (step,))
+        out.extend(steps_of(step))
     return out

@@ -17,7 +17,7 @@ from importlib.resources import files
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
-from flowgrpo.dsl.ast import Cond, Loop, Op, Parallel, Seq, Workflow
+from flowgrpo.dsl.ast import Cond, Loop, Op, Parallel, Seq, Workflow, steps_of
 from flowgrpo.dsl.errors import DSLSyntaxError
 from flowgrpo.dsl.operators import OPERATORS
 
@@ -41,7 +41,7 @@ class _ToAST(Transformer):
     def seq(self, *steps):
         flat = []
         for step in steps:  # A -> (B -> C) is A -> B -> C: the parentheses are redundant
-            flat.extend(step.steps if isinstance(step, Seq) else (step,))
+            flat.extend(steps_of(step))
         if len(flat) == 1:
             return flat[0]
         return Seq(tuple(flat), flat[0].line, flat[0].column)

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import difflib
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow, walk
+from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Visitor, Workflow, op_nodes, walk
 from flowgrpo.dsl.canonical import canonical
 from flowgrpo.dsl.errors import DSLSyntaxError
 from flowgrpo.dsl.operators import CHECKER, ENSEMBLER, GENERATOR, OperatorTable, default_table
@@ -194,7 +195,7 @@ def _check(text, workflow: Workflow, domain, limits: Limits, allowed, table) -> 
         canonical=canonical(workflow),
         structure=_structure_from(features),
         features=features,
-        operators=tuple(n.name for n in walk(root) if isinstance(n, Op)),
+        operators=tuple(n.name for n in op_nodes(root)),
         calls=calls,
     )
 
@@ -204,19 +205,27 @@ def _check(text, workflow: Workflow, domain, limits: Limits, allowed, table) -> 
 
 def features_of(workflow: Workflow | Node) -> frozenset[str]:
     """Every construct present: chain, conditional, loop, parallel, instruction."""
-    found = set()
-    for node in walk(workflow):
-        if isinstance(node, Seq):
-            found.add("chain")
-        elif isinstance(node, Cond):
-            found.add("conditional")
-        elif isinstance(node, Loop):
-            found.add("loop")
-        elif isinstance(node, Parallel):
-            found.add("parallel")
-        elif node.instruction is not None:
-            found.add("instruction")
-    return frozenset(found)
+    feature = _Feature()
+    return frozenset(f for f in map(feature.visit, walk(workflow)) if f is not None)
+
+
+class _Feature(Visitor[str | None]):
+    """The construct one node is (None: an operator call without an instruction)."""
+
+    def visit_seq(self, node: Seq) -> str:
+        return "chain"
+
+    def visit_cond(self, node: Cond) -> str:
+        return "conditional"
+
+    def visit_loop(self, node: Loop) -> str:
+        return "loop"
+
+    def visit_parallel(self, node: Parallel) -> str:
+        return "parallel"
+
+    def visit_op(self, node: Op) -> str | None:
+        return None if node.instruction is None else "instruction"
 
 
 def structure_of(workflow: Workflow | Node) -> str:
@@ -231,30 +240,60 @@ def _structure_from(found: frozenset[str]) -> str:
     return "single"
 
 
-def count_calls(node: Node | None) -> int:
-    """Worst-case operator calls with loops expanded (the longer branch of a conditional)."""
-    if node is None:
+def count_calls(node: Node | None, op_calls: Callable[[Op], int] | None = None) -> int:
+    """Worst-case operator calls with loops expanded (the longer branch of a conditional).
+
+    ``op_calls(op)``: the calls one operator makes at most (default 1 each).
+    """
+    return _Calls(op_calls or (lambda _op: 1)).visit(node)
+
+
+class _Calls(Visitor[int]):
+    def __init__(self, op_calls: Callable[[Op], int]):
+        self.op_calls = op_calls
+
+    def visit_done(self) -> int:
         return 0
-    if isinstance(node, Op):
-        return 1
-    if isinstance(node, (Seq, Parallel)):
-        return sum(count_calls(c) for c in (node.steps if isinstance(node, Seq) else node.branches))
-    if isinstance(node, Cond):
-        return count_calls(node.check) + max(count_calls(node.if_fail), count_calls(node.if_pass))
-    return node.count * count_calls(node.body)
+
+    def visit_op(self, node: Op) -> int:
+        return self.op_calls(node)
+
+    def visit_seq(self, node: Seq) -> int:
+        return sum(map(self.visit, node.steps))
+
+    def visit_parallel(self, node: Parallel) -> int:
+        return sum(map(self.visit, node.branches))
+
+    def visit_cond(self, node: Cond) -> int:
+        return self.visit(node.check) + max(self.visit(node.if_fail), self.visit(node.if_pass))
+
+    def visit_loop(self, node: Loop) -> int:
+        return node.count * self.visit(node.body)
 
 
 def nesting_depth(node: Node | None) -> int:
     """Deepest nesting of parallel / conditional / loop constructs (0 for a plain chain)."""
-    if node is None or isinstance(node, Op):
+    return _Depth().visit(node)
+
+
+class _Depth(Visitor[int]):
+    def visit_done(self) -> int:
         return 0
-    if isinstance(node, Seq):
-        return max(nesting_depth(s) for s in node.steps)
-    if isinstance(node, Parallel):
-        return 1 + max(nesting_depth(b) for b in node.branches)
-    if isinstance(node, Cond):
-        return 1 + max(nesting_depth(n) for n in (node.check, node.if_fail, node.if_pass))
-    return 1 + nesting_depth(node.body)
+
+    def visit_op(self, node: Op) -> int:
+        return 0
+
+    def visit_seq(self, node: Seq) -> int:
+        return max(map(self.visit, node.steps))
+
+    def visit_parallel(self, node: Parallel) -> int:
+        return 1 + max(map(self.visit, node.branches))
+
+    def visit_cond(self, node: Cond) -> int:
+        return 1 + max(map(self.visit, (node.check, node.if_fail, node.if_pass)))
+
+    def visit_loop(self, node: Loop) -> int:
+        return 1 + self.visit(node.body)
 
 
 # --------------------------------------------------------------------------- dataflow checks
@@ -277,7 +316,7 @@ class _State:
         )
 
 
-class _Checker:
+class _Checker(Visitor[_State]):
     """Walks the AST once, threading a :class:`_State`, collecting every problem."""
 
     def __init__(self, domain, limits: Limits, allowed, table: OperatorTable):
@@ -294,26 +333,22 @@ class _Checker:
     def warn(self, code, node, message, hint=""):
         self.warnings.append(Problem(code, message, node.line, node.column, hint))
 
-    def visit(self, node: Node | None, state: _State) -> _State:
-        if node is None:
-            return state
-        if isinstance(node, Seq):
-            for step in node.steps:
-                state = self.visit(step, state)
-            return state
-        if isinstance(node, Parallel):
-            outs = [self.visit(b, state) for b in node.branches]
-            joined = functools.reduce(_State.join, outs)
-            return _State(joined.solution, len(node.branches), joined.feedback)
-        if isinstance(node, Cond):
-            return self._cond(node, state)
-        if isinstance(node, Loop):
-            return self._loop(node, state)
-        return self._op(node, state)
+    def visit_done(self, state: _State) -> _State:
+        return state
 
-    def _cond(self, node: Cond, state: _State) -> _State:
+    def visit_seq(self, node: Seq, state: _State) -> _State:
+        for step in node.steps:
+            state = self.visit(step, state)
+        return state
+
+    def visit_parallel(self, node: Parallel, state: _State) -> _State:
+        outs = [self.visit(b, state) for b in node.branches]
+        joined = functools.reduce(_State.join, outs)
+        return _State(joined.solution, len(node.branches), joined.feedback)
+
+    def visit_cond(self, node: Cond, state: _State) -> _State:
         check = node.check
-        unknown = isinstance(check, Op) and check.name not in self.table  # reported by _op
+        unknown = isinstance(check, Op) and check.name not in self.table  # reported by visit_op
         if not unknown and not (isinstance(check, Op) and self.table.role(check.name) == CHECKER):
             got = check.name if isinstance(check, Op) else canonical(check)
             self.error(
@@ -332,7 +367,7 @@ class _Checker:
             )
         return self.visit(node.if_fail, state).join(self.visit(node.if_pass, state))
 
-    def _loop(self, node: Loop, state: _State) -> _State:
+    def visit_loop(self, node: Loop, state: _State) -> _State:
         if not 1 <= node.count <= self.limits.max_loop_count:
             self.error(
                 "loop_count",
@@ -347,9 +382,7 @@ class _Checker:
                 "'* 1' runs the body once: it is not a loop",
                 "remove '* 1' or use a count of 2 or more",
             )
-        if not any(
-            isinstance(n, Op) and self.table.role(n.name) == CHECKER for n in walk(node.body)
-        ):
+        if not any(self.table.role(n.name) == CHECKER for n in op_nodes(node.body)):
             self.warn(
                 "loop_without_checker",
                 node,
@@ -358,7 +391,7 @@ class _Checker:
             )
         return self.visit(node.body, state)
 
-    def _op(self, node: Op, state: _State) -> _State:
+    def visit_op(self, node: Op, state: _State) -> _State:
         spec = self.table.get(node.name)
         if spec is None:
             names = list(self.table)

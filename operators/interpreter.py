@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowgrpo.dsl import Cond, Loop, Node, Op, Parallel, Seq, Workflow, validate
+from flowgrpo.dsl import Cond, Loop, Node, Op, Parallel, Seq, Visitor, Workflow, validate
 from flowgrpo.operators.cache import ExecutionCache
 from flowgrpo.operators.checkers import check_answer
 from flowgrpo.operators.llm import LLM
@@ -72,26 +72,38 @@ class _Stop(Exception):
 
 
 def _exec(node: Node | None, state: State, settings: OpSettings) -> OpGen:
-    if node is None:  # a `done` branch
-        return
-    if isinstance(node, Op):
+    """The run of ``node`` on ``state``: a generator of effects (nothing runs until iterated)."""
+    return _Exec().visit(node, state, settings)
+
+
+class _Exec(Visitor[OpGen]):
+    """``visit(node, state, settings)``: each method is a generator that runs its node."""
+
+    def visit_done(self, state: State, settings: OpSettings) -> OpGen:
+        yield from ()  # a `done` branch
+
+    def visit_op(self, node: Op, state: State, settings: OpSettings) -> OpGen:
         yield from get_operator(node.name)(state, node.instruction, settings)
-    elif isinstance(node, Seq):
+
+    def visit_seq(self, node: Seq, state: State, settings: OpSettings) -> OpGen:
         for step in node.steps:
-            yield from _exec(step, state, settings)
+            yield from self.visit(step, state, settings)
             if state.loop_depth and state.passed:  # a checker passed: the loop is done
                 break
-    elif isinstance(node, Parallel):
+
+    def visit_parallel(self, node: Parallel, state: State, settings: OpSettings) -> OpGen:
         yield from _parallel(node, state, settings)
-    elif isinstance(node, Cond):
+
+    def visit_cond(self, node: Cond, state: State, settings: OpSettings) -> OpGen:
         state.passed = None
-        yield from _exec(node.check, state, settings)
-        yield from _exec(node.if_pass if state.passed else node.if_fail, state, settings)
-    elif isinstance(node, Loop):
+        yield from self.visit(node.check, state, settings)
+        yield from self.visit(node.if_pass if state.passed else node.if_fail, state, settings)
+
+    def visit_loop(self, node: Loop, state: State, settings: OpSettings) -> OpGen:
         state.loop_depth += 1
         for _ in range(node.count):
             state.passed = None
-            yield from _exec(node.body, state, settings)
+            yield from self.visit(node.body, state, settings)
             if state.passed:  # a checker inside the body passed: stop early
                 break
         state.loop_depth -= 1

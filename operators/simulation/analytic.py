@@ -31,7 +31,20 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from flowgrpo.dsl import Cond, Loop, Node, Op, Parallel, Seq, Workflow, validate, walk
+from flowgrpo.dsl import (
+    Cond,
+    Loop,
+    Node,
+    Op,
+    Parallel,
+    Seq,
+    Visitor,
+    Workflow,
+    count_calls,
+    op_nodes,
+    steps_of,
+    validate,
+)
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.simulation import model
 from flowgrpo.operators.simulation.model import NONE, RIGHT, WRONG
@@ -213,11 +226,11 @@ def _run_root(root: Node, start: _S, ctx: _Ctx) -> Dist:
     reads are forgotten (candidates without a later ensembler, a critique without a later
     Revise, the verdict, which only a loop or a conditional reads after resetting it), so
     states that differ only there merge; the result is the same, found faster."""
-    steps = root.steps if isinstance(root, Seq) else (root,)
+    steps = steps_of(root)
     dist: Dist = {start: 1.0}
     for i, step in enumerate(steps):
         dist = _exec(step, dist, ctx)
-        later = {n.name for rest in steps[i + 1 :] for n in walk(rest) if isinstance(n, Op)}
+        later = {n.name for rest in steps[i + 1 :] for n in op_nodes(rest)}
         keep_candidates = bool(later & {"ScEnsemble", "MdEnsemble"})
         keep_critique = "Revise" in later
         forgotten: Dist = {}
@@ -257,21 +270,29 @@ def _exec(node: Node | None, dist: Dist, ctx: _Ctx) -> Dist:
 def _kernel(node: Node, s: _S, ctx: _Ctx) -> tuple[tuple[_S, float], ...]:
     """The distribution after ``node`` from the single state ``s`` (shared by workflows that
     contain the same subtree, which makes scoring a whole space fast)."""
-    if isinstance(node, Op):
+    return tuple(_Kernel().visit(node, s, ctx).items())
+
+
+class _Kernel(Visitor[Dist]):
+    """``visit(node, s, ctx)``: the distribution after ``node`` from the single state ``s``."""
+
+    def visit_op(self, node: Op, s: _S, ctx: _Ctx) -> Dist:
         out: Dist = {}
         for q, t in _transitions(node.name, s, ctx):
             _add(out, t, q)
-    elif isinstance(node, Seq):
-        out = _seq(node, {s: 1.0}, ctx)
-    elif isinstance(node, Parallel):
-        out = _parallel(node, {s: 1.0}, ctx)
-    elif isinstance(node, Cond):
-        out = _cond(node, {s: 1.0}, ctx)
-    elif isinstance(node, Loop):
-        out = _loop(node, {s: 1.0}, ctx)
-    else:
-        raise TypeError(f"not a workflow node: {node!r}")
-    return tuple(out.items())
+        return out
+
+    def visit_seq(self, node: Seq, s: _S, ctx: _Ctx) -> Dist:
+        return _seq(node, {s: 1.0}, ctx)
+
+    def visit_parallel(self, node: Parallel, s: _S, ctx: _Ctx) -> Dist:
+        return _parallel(node, {s: 1.0}, ctx)
+
+    def visit_cond(self, node: Cond, s: _S, ctx: _Ctx) -> Dist:
+        return _cond(node, {s: 1.0}, ctx)
+
+    def visit_loop(self, node: Loop, s: _S, ctx: _Ctx) -> Dist:
+        return _loop(node, {s: 1.0}, ctx)
 
 
 def _split(dist: Dist, finished) -> tuple[Dist, Dist]:
@@ -397,17 +418,8 @@ def _programmer(s: _S, ctx: _Ctx) -> list[tuple[float, _S]]:
 @lru_cache(maxsize=65536)
 def _worst(node: Node | None, retries: int, votes: int) -> int:
     """Most LLM calls a subtree can make (decides whether the budget can stop a block)."""
-    if node is None:
-        return 0
-    if isinstance(node, Op):
-        return {"Programmer": 1 + retries, "MdEnsemble": votes}.get(node.name, 1)
-    if isinstance(node, (Seq, Parallel)):
-        parts = node.steps if isinstance(node, Seq) else node.branches
-        return sum(_worst(n, retries, votes) for n in parts)
-    if isinstance(node, Cond):
-        tail = max(_worst(node.if_fail, retries, votes), _worst(node.if_pass, retries, votes))
-        return _worst(node.check, retries, votes) + tail
-    return node.count * _worst(node.body, retries, votes)
+    calls = {"Programmer": 1 + retries, "MdEnsemble": votes}
+    return count_calls(node, lambda op: calls.get(op.name, 1))
 
 
 def _parallel(node: Parallel, dist: Dist, ctx: _Ctx) -> Dist:
