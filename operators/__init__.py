@@ -9,5 +9,5 @@ and answer checkers (DESIGN.md, "Execution").
     problems = load_task("arithmetic", n=5, split="test")
     results = run_workflows([("Programmer -> Review ? Revise : done", p) for p in problems], llm)
 
-Depends on ``dsl`` only; importing it imports neither torch nor httpx.
+Depends on ``dsl`` only; importing it imports neither torch nor the openai SDK.
 """

@@ -2,7 +2,7 @@
 
 :data:`BACKENDS` holds factories ``(**kwargs) -> LLM``; ``make_backend("my_pkg.module:factory",
 ...)`` builds a backend from outside flowgrpo by dotted path. Importing this package imports
-neither torch, transformers nor httpx: the backends import them on first use (tested).
+neither torch, transformers nor the openai SDK: the backends import them on first use (tested).
 
 Not handled here: validating the keyword arguments (each backend does that itself and raises a
 clear ``ValueError``/``TypeError``).

@@ -1,9 +1,16 @@
 """Executor backend for any OpenAI-compatible chat-completions server (vLLM, llama.cpp, Ollama).
 
-Requests of one ``generate`` call go out concurrently (at most ``concurrency`` in flight) over
-one shared ``httpx.Client``; results keep request order. Timeouts, connection errors, HTTP 429
-(``Retry-After`` honoured) and 5xx are retried with exponential backoff and jitter; other 4xx
-answers are not retried. Nothing raises per request: a failure becomes a result with ``error``.
+Built on the ``openai`` SDK: its client (connection pool, authentication, timeouts), its error
+classes and its typed answers. Requests of one ``generate`` call go out concurrently (at most
+``concurrency`` in flight, one thread each) through one shared client; results keep request
+order. Timeouts, connection errors, HTTP 429 (``Retry-After`` honoured) and 5xx are retried with
+exponential backoff and jitter; other 4xx answers are not retried. Nothing raises per request: a
+failure becomes a result with ``error`` (the interpreter makes the run unscorable).
+
+The retries are a small loop around the SDK call (the SDK's own ``max_retries`` is 0): the SDK's
+backoff is fixed (0.5 s doubling to 8 s, 75-100 % jitter, not configurable), and the configured
+backoff and retries must hold as configured (the executor fault tests bound each step's wait by
+them). With the defaults below the two schedules are the same but for the jitter.
 
 Not handled: streaming, tool calls, ``n`` > 1, and rate limits across processes (each backend
 only bounds its own concurrency).
@@ -41,18 +48,20 @@ class _Retryable(Exception):
 
 
 class _Fatal(Exception):
-    """A failure another attempt will not fix (4xx other than 429, malformed answer)."""
+    """A failure another attempt will not fix (4xx other than 429, unusable answer)."""
 
 
 class OpenAIBackend:
-    """Chat completions over HTTP: ``POST {base_url}/chat/completions``.
+    """Chat completions over HTTP: ``POST {base_url}/chat/completions`` with the ``openai`` SDK.
 
     Args:
         base_url: server root including the API prefix (e.g. ``http://localhost:8000/v1``);
             default from ``FLOWGRPO_EXECUTOR_BASE_URL``, then ``OPENAI_BASE_URL``.
         model: model name sent to the server; default from ``FLOWGRPO_EXECUTOR_MODEL``.
         api_key: bearer token; default from ``FLOWGRPO_EXECUTOR_API_KEY``, then
-            ``OPENAI_API_KEY``; none is sent when absent.
+            ``OPENAI_API_KEY``; when absent the placeholder ``EMPTY`` is sent (the SDK needs a
+            key; servers started without one, as vLLM, llama.cpp and Ollama are by default,
+            ignore it).
         max_new_tokens: cap on ``max_tokens`` (the request's own value is used when smaller).
         temperature: used when the request's temperature is 0 (0 = greedy).
         connect_timeout_s / read_timeout_s: per attempt, in seconds.
@@ -113,18 +122,19 @@ class OpenAIBackend:
     # -- lifecycle -------------------------------------------------------------------------
 
     def _get_client(self) -> Any:
-        import httpx  # heavy: imported on first request so flowgrpo.operators.backends stays light
+        import openai  # heavy: pydantic and an HTTP client; flowgrpo.operators stays light
 
         with self._lock:
             if self._client is None:
-                timeout = httpx.Timeout(
+                timeout = openai.Timeout(
                     self.read_timeout_s, connect=self.connect_timeout_s, pool=None
                 )
-                limits = httpx.Limits(
-                    max_connections=self.concurrency, max_keepalive_connections=self.concurrency
+                self._client = openai.OpenAI(
+                    base_url=self.base_url,
+                    api_key=self.api_key or "EMPTY",
+                    timeout=timeout,
+                    max_retries=0,  # the retries are ours: see the module docstring
                 )
-                headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-                self._client = httpx.Client(timeout=timeout, limits=limits, headers=headers)
             return self._client
 
     def close(self) -> None:
@@ -173,7 +183,7 @@ class OpenAIBackend:
             return GenerationResult("", error=f"invalid request: {exc}")
         for attempt in range(attempts):
             try:
-                result = self._attempt(client, payload)
+                text, prompt_tokens, completion_tokens = self._attempt(client, payload)
             except _Fatal as exc:
                 return GenerationResult("", seconds=time.perf_counter() - started, error=str(exc))
             except _Retryable as exc:
@@ -186,13 +196,11 @@ class OpenAIBackend:
                     )  # fmt: skip
                     time.sleep(delay)
                 continue
-            except Exception as exc:  # e.g. httpx.DecodingError: not worth retrying
-                error = f"executor request to {self.url} failed: {type(exc).__name__}: {exc}"
-                return GenerationResult("", seconds=time.perf_counter() - started, error=error)
             seconds = time.perf_counter() - started
             return GenerationResult(
-                result[0], prompt_tokens=result[1], completion_tokens=result[2], seconds=seconds
-            )
+                text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                seconds=seconds,
+            )  # fmt: skip
         message = (
             f"executor server at {self.url} failed after {attempts} attempts: "
             f"last error {last_error}"
@@ -207,43 +215,53 @@ class OpenAIBackend:
         return base / 2 + self._rng.uniform(0, base / 2)
 
     def _attempt(self, client: Any, payload: dict[str, Any]) -> tuple[str, int, int]:
-        """One POST: (text, prompt_tokens, completion_tokens), or raise _Retryable / _Fatal."""
-        import httpx  # heavy: see _get_client
+        """One SDK call: (text, prompt_tokens, completion_tokens), or raise _Retryable / _Fatal."""
+        import openai  # heavy: see _get_client
 
         try:
-            response = client.post(self.url, json=payload)
-        except httpx.TimeoutException as exc:
-            raise _Retryable(f"timeout ({type(exc).__name__}): {exc}") from exc
-        except httpx.TransportError as exc:
-            raise _Retryable(f"connection error ({type(exc).__name__}): {exc}") from exc
-        status = response.status_code
-        if status == 429:
-            delay = _parse_retry_after(response.headers.get("retry-after"))
-            raise _Retryable(f"HTTP 429 (rate limited): {_server_message(response)}", delay)
-        if status >= 500:
-            raise _Retryable(f"HTTP {status}: {_server_message(response)}")
-        if status >= 400:
+            completion = client.chat.completions.create(**payload)
+        except openai.APITimeoutError as exc:  # before APIConnectionError: it is one
+            raise _Retryable(f"timeout ({type(exc.__cause__).__name__}): {exc}") from exc
+        except openai.APIConnectionError as exc:
+            cause = type(exc.__cause__).__name__
+            raise _Retryable(f"connection error ({cause}): {exc.__cause__ or exc}") from exc
+        except openai.RateLimitError as exc:
+            delay = _parse_retry_after(exc.response.headers.get("retry-after"))
+            raise _Retryable(f"HTTP 429 (rate limited): {_server_message(exc)}", delay) from exc
+        except openai.InternalServerError as exc:
+            raise _Retryable(f"HTTP {exc.status_code}: {_server_message(exc)}") from exc
+        except openai.APIStatusError as exc:
             raise _Fatal(
-                f"executor server at {self.url} rejected the request (HTTP {status}): "
-                f"{_server_message(response)}"
-            )
-        return self._parse_answer(response)
+                f"executor server at {self.url} rejected the request (HTTP {exc.status_code}): "
+                f"{_server_message(exc)}"
+            ) from exc
+        except json.JSONDecodeError as exc:  # a JSON content type, but a body that is not
+            raise _Fatal(f"{self._unusable}: the body is not JSON ({exc})") from None
+        except Exception as exc:  # anything else the SDK raises: not worth retrying
+            raise _Fatal(f"{self._unusable}: {type(exc).__name__}: {exc}") from exc
+        return self._read_answer(completion)
 
-    def _parse_answer(self, response: Any) -> tuple[str, int, int]:
-        where = f"executor server at {self.url} returned an unusable answer"
+    @property
+    def _unusable(self) -> str:
+        return f"executor server at {self.url} returned an unusable answer"
+
+    def _read_answer(self, completion: Any) -> tuple[str, int, int]:
+        where = self._unusable
+        if isinstance(completion, str):  # the SDK hands back a body that is not JSON as text
+            raise _Fatal(f"{where}: the body is not JSON: {completion[:200]!r}")
         try:
-            body = response.json()
-        except ValueError:
-            raise _Fatal(f"{where}: the body is not JSON: {response.text[:200]!r}") from None
-        try:
-            text = body["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            raise _Fatal(f"{where}: no choices[0].message.content in {str(body)[:200]}") from None
+            text = completion.choices[0].message.content
+        except (AttributeError, IndexError, TypeError):
+            body = str(completion.to_dict() if hasattr(completion, "to_dict") else completion)
+            raise _Fatal(f"{where}: no choices[0].message.content in {body[:200]}") from None
         if not isinstance(text, str):
             raise _Fatal(f"{where}: choices[0].message.content is {type(text).__name__}, not text")
-        usage = body.get("usage") if isinstance(body, dict) else None
-        usage = usage if isinstance(usage, dict) else {}
-        return text, _as_int(usage.get("prompt_tokens")), _as_int(usage.get("completion_tokens"))
+        usage = getattr(completion, "usage", None)
+        return (
+            text,
+            _as_int(getattr(usage, "prompt_tokens", None)),
+            _as_int(getattr(usage, "completion_tokens", None)),
+        )
 
 
 def _resolve_base_url(base_url: str | None) -> str:
@@ -281,21 +299,12 @@ def _parse_retry_after(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
-def _server_message(response: Any) -> str:
-    """The server's error message (OpenAI ``{"error": {"message": ...}}`` or the raw body)."""
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:500] or "(empty body)"
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])[:500]
-        if isinstance(error, str):
-            return error[:500]
-        if body.get("message"):
-            return str(body["message"])[:500]
-    return json.dumps(body)[:500]
+def _server_message(exc: Any) -> str:
+    """The server's error message (OpenAI ``{"error": {"message": ...}}``), else the SDK's."""
+    body = exc.body  # the SDK has already unwrapped {"error": ...}
+    if isinstance(body, dict) and body.get("message"):
+        return str(body["message"])[:500]
+    return (body if isinstance(body, str) and body else exc.message)[:500]
 
 
 def _as_int(value: Any) -> int:

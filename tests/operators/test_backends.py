@@ -540,3 +540,33 @@ def test_openai_configuration_from_env(monkeypatch, serve):
     monkeypatch.setenv("FLOWGRPO_EXECUTOR_BASE_URL", "localhost:8000")
     with pytest.raises(ValueError, match="http://"):
         OpenAIBackend()
+
+
+def test_openai_backend_imports_the_sdk_on_first_use_only():
+    code = (
+        "import sys\n"
+        "from flowgrpo.operators.backends import make_backend\n"
+        "backend = make_backend('openai', base_url='http://127.0.0.1:1/v1', model='m')\n"
+        "print('openai' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_openai_retries_follow_the_configured_backoff_not_the_sdk_default(serve, monkeypatch):
+    """Delay before retry i: min(max_backoff_s, backoff_s * 2**i), jittered to [1/2, 1] of it.
+    The SDK's own schedule (0.5 s, then 1 s, 75-100 %) would make both gaps far longer."""
+    for name in ("FLOWGRPO_EXECUTOR_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    seen: list[float] = []
+
+    def script(n, _body):
+        seen.append(time.monotonic())
+        return Reply(500, {"error": {"message": "busy"}}) if n < 2 else Reply(body=ok_body("ok"))
+
+    server = serve(script)
+    backend = backend_for(server, backoff_s=0.1, max_backoff_s=10.0, max_retries=2)
+    assert backend.generate([req("q")])[0].text == "ok"
+    first, second = seen[1] - seen[0], seen[2] - seen[1]
+    assert 0.05 <= first < 0.3 and 0.1 <= second < 0.35, (first, second)
+    assert server.headers[0]["Authorization"] == "Bearer EMPTY"  # no key: the placeholder
