@@ -1,5 +1,6 @@
 """Few-shot prompts that teach a model to write workflows: a system text and worked examples,
-each example checked at load to be a valid workflow for its domain.
+each example checked (:meth:`PromptSpec.check`, against an operator table) to be a valid
+workflow for its domain.
 
 :class:`PromptSpec` is the ``prompt:`` section of flowgrpo's training config and usable alone
 (another agent system prompting its own model)::
@@ -8,6 +9,7 @@ each example checked at load to be a valid workflow for its domain.
                       examples=[{"question": "2+2?", "workflow": "Custom -> Format",
                                  "domain": "math"}])
     spec = PromptSpec(file="my_prompt.yaml")   # the same keys in a YAML or JSON file
+    spec.check(table)                          # examples valid for your OperatorTable
 
 Errors are :class:`~flowgrpo.configuration.ConfigError` naming the field (``prompt.examples[1]``)
 and the validator's message.
@@ -24,7 +26,7 @@ from typing import Any
 import yaml
 
 from flowgrpo.configuration import ConfigError, check
-from flowgrpo.dsl.operators import DOMAINS, default_table
+from flowgrpo.dsl.operators import DOMAINS, OperatorTable, default_table
 from flowgrpo.dsl.validate import validate
 
 __all__ = ["Example", "PromptSpec"]
@@ -60,15 +62,14 @@ def _example(raw: Any, where: str) -> Example:
     return Example(raw["question"].strip(), raw["workflow"].strip(), domain)
 
 
-def _check_example(example: Example, where: str) -> None:
-    table = default_table()
+def _check_example(example: Example, where: str, table: OperatorTable) -> None:
     domains = [example.domain] if example.domain else list(DOMAINS)
     for domain in domains:
         if domain not in table.domains:
             raise ConfigError(
                 f"{where}.domain: {domain!r}; choose one of {', '.join(table.domains)}"
             )
-        report = validate(example.workflow, domain=domain)
+        report = validate(example.workflow, domain=domain, operators=table)
         if not report.ok:
             first = report.errors[0]
             hint = f" ({first.hint})" if first.hint else ""
@@ -103,7 +104,8 @@ class PromptSpec:
             built-in text.
         examples: worked examples ``{question, workflow, domain?}`` shown as chat turns before
             the problem; those of the problem's domain (or without a domain) are shown. Each is
-            validated at load for its domain(s); an invalid one is an error naming its index.
+            validated for its domain(s) by :meth:`check` (the run environment's build calls it
+            with the run's operators); an invalid one is an error naming its index.
             None: the built-in examples; ``[]``: none (zero-shot).
         file: a YAML or JSON file with the keys ``system`` and ``examples``; a key set here as
             well overrides the file's. Read at load; the loaded spec holds the file's contents
@@ -135,9 +137,17 @@ class PromptSpec:
             raw = self.examples
             check(isinstance(raw, (list, tuple)), f"{_NAME}.examples", "must be a list")
             examples = tuple(_example(e, f"{_NAME}.examples[{i}]") for i, e in enumerate(raw))
-            for i, example in enumerate(examples):
-                _check_example(example, f"{_NAME}.examples[{i}]")
             object.__setattr__(self, "examples", examples)
+
+    def check(self, operators: OperatorTable | None = None) -> PromptSpec:
+        """Validate every example for its domain(s) against ``operators`` (default: the
+        process-wide table) and return self; ``ConfigError`` names ``prompt.examples[i]``.
+        Not done at construction: the operators an example may use are those of the run (its
+        plugins and ``operators:``), known when the run environment is built."""
+        table = default_table() if operators is None else operators
+        for i, example in enumerate(self.examples or ()):
+            _check_example(example, f"{_NAME}.examples[{i}]", table)
+        return self
 
     def for_domain(self, domain: str) -> tuple[Example, ...] | None:
         """The examples shown for ``domain`` (None when the built-in ones are meant)."""

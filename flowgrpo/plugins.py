@@ -21,7 +21,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["import_plugin", "import_plugins"]
+__all__ = ["check_plugins", "import_plugin", "import_plugins"]
+
+
+def check_plugins(entries: Sequence[str]) -> None:
+    """Check ``entries`` as data (a list of non-empty module names or paths); imports nothing.
+    ``ValueError`` names ``plugins[i]``."""
+    if isinstance(entries, str) or not isinstance(entries, (list, tuple)):
+        raise ValueError(f"plugins: expected a list of module names or .py paths, got {entries!r}")
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, str) or not entry.strip():
+            raise ValueError(f"plugins[{i}]: a plugin is a module name or a .py file path, "
+                             f"got {entry!r}")  # fmt: skip
 
 
 def import_plugin(entry: str) -> ModuleType:

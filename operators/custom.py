@@ -26,18 +26,31 @@ validator accepts it in this process):
   from inside it (``reply = yield from call_llm(state, "MyOp", prompt, settings)``).
 
 :func:`register_operators` does either from config records (``{name, role, domains?,
-description?, takes_instruction?, prompt? | function?}``), as the training config's
-``operators:`` key does.
+description?, takes_instruction?, prompt? | function?}``) and declares them in this process.
+The training config's ``operators:`` key goes through :func:`load_extensions` instead, when a run
+environment is built: the implementations are registered (code, process-wide, like every
+registry), but the declarations go into the run's own :class:`~flowgrpo.dsl.OperatorTable`,
+never into the process-wide table. :func:`check_records` checks records without registering.
 """
 
 from __future__ import annotations
 
 import string
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from flowgrpo.configuration import ConfigError
-from flowgrpo.dsl import AFLOW_OPERATORS, OPERATORS, OperatorSpec, undeclare_operator
+from flowgrpo.dsl import (
+    AFLOW_OPERATORS,
+    DOMAINS,
+    OPERATORS,
+    OperatorSpec,
+    OperatorTable,
+    declare_operator,
+    default_table,
+    undeclare_operator,
+)
 from flowgrpo.operators.ops import (
     OPERATOR_IMPLS,
     OpFn,
@@ -47,7 +60,6 @@ from flowgrpo.operators.ops import (
     _one,
     extract_code,
     parse_verdict,
-    register_operator,
 )
 from flowgrpo.operators.state import OpGen, State
 from flowgrpo.plugins import import_plugin
@@ -56,6 +68,7 @@ from flowgrpo.registry import import_object
 __all__ = [
     "PLACEHOLDERS",
     "call_llm",
+    "check_records",
     "load_extensions",
     "prompt_operator",
     "register_operators",
@@ -68,7 +81,6 @@ _RECORD_KEYS = (
     "name", "role", "domains", "description", "takes_instruction", "prompt", "function",
     "default_instruction",
 )  # fmt: skip
-_registered: dict[str, Any] = {}  # name -> the record/template it was registered from
 
 
 def call_llm(state: State, op: str, prompt: str, settings: OpSettings) -> OpGen:
@@ -139,41 +151,22 @@ def register_prompt_operator(
     default_instruction: str = "",
     takes_instruction: bool | None = None,
 ) -> OpFn:
-    """Declare operator ``name`` with ``role`` (and ``domains``, default all) and register a
-    prompt-template implementation for it (see the module docstring). ``takes_instruction``
-    defaults to whether the template has ``{instruction}``. Registering the same operator with
-    the same template again is a no-op; anything else already registered under ``name``
-    raises."""
+    """Declare operator ``name`` with ``role`` (and ``domains``, default all) in this process and
+    register a prompt-template implementation for it (see the module docstring).
+    ``takes_instruction`` defaults to whether the template has ``{instruction}``. Registering the
+    same operator with the same template again is a no-op; anything else already registered
+    under ``name`` raises."""
+    check_template(template, f"operator {name}")
     takes = "{instruction}" in template if takes_instruction is None else takes_instruction
-    key = ("prompt", role, tuple(domains or ()), template, default_instruction, description, takes)
-    if _registered.get(name) == key:
-        return OPERATOR_IMPLS.get(name)
-    fn = prompt_operator(name, role, template, default_instruction)
-    register_operator(
-        name, fn, role=role, domains=tuple(domains) if domains else None,
-        takes_instruction=takes, description=description,
-    )  # fmt: skip
-    _registered[name] = key
-    return fn
+    spec = OperatorSpec(name, role, tuple(domains) if domains else DOMAINS, takes, description)
+    declare_operator(spec)  # same spec again: no-op; a different one raises
+    return _register_impl(spec, ("prompt", template, default_instruction))
 
 
-def register_operators(records: Sequence[Mapping[str, Any]], where: str = "operators") -> None:
-    """Declare and implement operators from config records (the ``operators:`` config key).
-
-    Each record: ``name``, ``role``, optional ``domains``, ``description``,
-    ``takes_instruction``, and ONE of ``prompt`` (a template, see the module docstring;
-    ``default_instruction`` fills ``{instruction}`` when the workflow gives none) or
-    ``function`` (a dotted path ``pkg.mod:fn`` to an operator function). A record with neither
-    only declares an operator whose implementation a plugin registers. Errors raise
-    ``ValueError`` naming ``where[i]`` and the fix.
-    """
-    if not isinstance(records, (list, tuple)):
-        raise ValueError(f"{where}: expected a list of operators, got {type(records).__name__}")
-    for i, record in enumerate(records):
-        _register_record(record, f"{where}[{i}]")
-
-
-def _register_record(record: Mapping[str, Any], where: str) -> None:
+def _parse_record(record: Mapping[str, Any], where: str) -> tuple[OperatorSpec, tuple | None]:
+    """(spec, how it is implemented) of one config record, checked but nothing registered:
+    how is ``("prompt", template, default_instruction)``, ``("function", "pkg.mod:fn")`` or None
+    (a plugin implements it). ``ValueError`` names ``where``."""
     if not isinstance(record, Mapping):
         raise ValueError(f"{where}: expected a mapping {{name, role, prompt}}, got {record!r}")
     unknown = sorted(set(record) - set(_RECORD_KEYS))
@@ -183,41 +176,89 @@ def _register_record(record: Mapping[str, Any], where: str) -> None:
     takes_given = "takes_instruction" in record
     prompt, function = record.pop("prompt", None), record.pop("function", None)
     default = record.pop("default_instruction", "") or ""
-    if prompt is not None and function is not None:
-        raise ValueError(f"{where}: give prompt OR function, not both")
     try:
+        if prompt is not None and function is not None:
+            raise ValueError("give prompt OR function, not both")
         spec = OperatorSpec.from_dict(record, where)
-        if prompt is not None:
-            takes = spec.takes_instruction if takes_given else None
-            register_prompt_operator(
-                spec.name, spec.role, prompt, spec.domains, spec.description, default, takes
-            )
-        elif function is not None:
-            _register_function(spec, function)
-        elif spec.name not in OPERATOR_IMPLS:
-            raise ValueError(
-                "give prompt (a template) or function ('pkg.mod:fn'), or register an "
-                "implementation in a plugin module"
-            )
-        elif OPERATORS.get(spec.name) != spec:
-            raise ValueError(f"already declared differently: {OPERATORS.get(spec.name)}")
+        if function is not None:
+            if not isinstance(function, str) or ":" not in function:
+                raise ValueError(f"function {function!r} is not a dotted path 'pkg.mod:fn'")
+            return spec, ("function", function)
+        if prompt is None:
+            return spec, None
+        check_template(prompt, f"operator {spec.name}")
+        if not takes_given:
+            spec = replace(spec, takes_instruction="{instruction}" in prompt)
+        return spec, ("prompt", prompt, default)
     except ValueError as exc:
         message = str(exc)
         raise ValueError(message if message.startswith(where) else f"{where}: {message}") from None
 
 
-def _register_function(spec: OperatorSpec, path: str) -> None:
-    key = ("function", spec, path)
-    if _registered.get(spec.name) == key:
-        return
-    fn = import_object(path)
-    if not callable(fn):
-        raise ValueError(f"{path!r} is not callable, so it cannot implement operator {spec.name}")
-    register_operator(
-        spec.name, fn, role=spec.role, domains=spec.domains,
-        takes_instruction=spec.takes_instruction, description=spec.description,
-    )  # fmt: skip
-    _registered[spec.name] = key
+def check_records(records: Sequence[Mapping[str, Any]], where: str = "operators") -> None:
+    """Check the ``operators:`` config records (keys, name, role, domains, template placeholders,
+    prompt OR function) without importing or registering anything; ``ValueError`` names
+    ``where[i]`` and the fix."""
+    if not isinstance(records, (list, tuple)):
+        raise ValueError(f"{where}: expected a list of operators, got {type(records).__name__}")
+    for i, record in enumerate(records):
+        _parse_record(record, f"{where}[{i}]")
+
+
+def _source(name: str) -> Any:
+    """What the implementation of ``name`` was made from here (None: not made here)."""
+    return OPERATOR_IMPLS.meta(name).get("source") if name in OPERATOR_IMPLS else None
+
+
+def _register_impl(spec: OperatorSpec, how: tuple) -> OpFn:
+    """Register the implementation of ``spec`` made ``how`` (a template or a dotted path) in
+    :data:`OPERATOR_IMPLS` WITHOUT declaring it; the same again is a no-op, a name implemented
+    otherwise raises ``ValueError``."""
+    if _source(spec.name) == (spec, how):
+        return OPERATOR_IMPLS.get(spec.name)
+    if how[0] == "prompt":
+        fn = prompt_operator(spec.name, spec.role, how[1], how[2])
+    else:
+        fn = import_object(how[1])
+        if not callable(fn):
+            raise ValueError(f"{how[1]!r} is not callable, so it cannot implement {spec.name}")
+    return OPERATOR_IMPLS.register(spec.name, fn, source=(spec, how))
+
+
+def _implemented(spec: OperatorSpec, how: tuple | None, table: OperatorTable) -> OperatorTable:
+    """``table`` with ``spec`` (its implementation registered first when ``how`` says how)."""
+    if how is not None:
+        _register_impl(spec, how)
+    elif spec.name not in OPERATOR_IMPLS:
+        raise ValueError(
+            "give prompt (a template) or function ('pkg.mod:fn'), or register an "
+            "implementation in a plugin module"
+        )
+    if spec.name not in table:
+        return table.extend(spec)
+    if table[spec.name] != spec:
+        raise ValueError(f"already declared differently: {table[spec.name]}")
+    return table
+
+
+def register_operators(records: Sequence[Mapping[str, Any]], where: str = "operators") -> None:
+    """Declare (in this process) and implement operators from config records.
+
+    Each record: ``name``, ``role``, optional ``domains``, ``description``,
+    ``takes_instruction``, and ONE of ``prompt`` (a template, see the module docstring;
+    ``default_instruction`` fills ``{instruction}`` when the workflow gives none) or
+    ``function`` (a dotted path ``pkg.mod:fn`` to an operator function). A record with neither
+    only declares an operator whose implementation a plugin registers. Errors raise
+    ``ValueError`` naming ``where[i]`` and the fix.
+    """
+    check_records(records, where)
+    for i, record in enumerate(records):
+        spec, how = _parse_record(record, f"{where}[{i}]")
+        try:
+            _implemented(spec, how, default_table())
+            declare_operator(spec)
+        except ValueError as exc:
+            raise ValueError(f"{where}[{i}]: {exc}") from None
 
 
 def remove_operator(name: str) -> None:
@@ -231,13 +272,16 @@ def remove_operator(name: str) -> None:
         OPERATOR_IMPLS.unregister(name)
     if name in OPERATORS:
         undeclare_operator(name)
-    _registered.pop(name, None)
 
 
-def load_extensions(plugins: Sequence[str] = (), operators: Sequence[Mapping] = ()) -> None:
-    """What the training config's ``plugins:`` and ``operators:`` keys do, in this order: import
-    each plugin (:mod:`flowgrpo.plugins`; their registrations run), then declare and implement
-    each operator record (:func:`register_operators`). Idempotent. Errors raise
+def load_extensions(
+    plugins: Sequence[str] = (), operators: Sequence[Mapping] = ()
+) -> OperatorTable:
+    """What the training config's ``plugins:`` and ``operators:`` keys do when a run environment
+    is built, in this order: import each plugin (:mod:`flowgrpo.plugins`; their registrations
+    run), then implement each operator record. Returns the run's operator table: the
+    process-wide one (AFlow's set plus what plugins declared) extended with the records, which
+    are NOT declared process-wide. Idempotent. Errors raise
     :class:`~flowgrpo.configuration.ConfigError` naming ``plugins[i]`` / ``operators[i]``."""
     if isinstance(plugins, str) or not isinstance(plugins, (list, tuple)):
         raise ConfigError(f"plugins: expected a list of modules or .py files, got {plugins!r}")
@@ -247,7 +291,15 @@ def load_extensions(plugins: Sequence[str] = (), operators: Sequence[Mapping] = 
         except Exception as exc:  # a plugin's own bug at import time, too
             kind = "" if isinstance(exc, ValueError) else f"{type(exc).__name__}: "
             raise ConfigError(f"plugins[{i}]: {kind}{exc}") from None
+    table = default_table()
     try:
-        register_operators(operators or [], "operators")
+        check_records(operators or [], "operators")
+        for i, record in enumerate(operators or []):
+            spec, how = _parse_record(record, f"operators[{i}]")
+            try:
+                table = _implemented(spec, how, table)
+            except ValueError as exc:
+                raise ValueError(f"operators[{i}]: {exc}") from None
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    return table

@@ -22,7 +22,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowgrpo.dsl import Cond, Loop, Node, Op, Parallel, Seq, Visitor, Workflow, validate
+from flowgrpo.dsl import (
+    Cond,
+    Loop,
+    Node,
+    Op,
+    OperatorTable,
+    Parallel,
+    Seq,
+    Visitor,
+    Workflow,
+    validate,
+)
 from flowgrpo.operators.cache import ExecutionCache
 from flowgrpo.operators.checkers import check_answer
 from flowgrpo.operators.llm import LLM
@@ -282,6 +293,7 @@ def run_workflows(
     check: Callable | None = None,
     sandbox: Callable | None = None,
     on_round: Callable[[int, int], None] | None = None,
+    operators: OperatorTable | None = None,
 ) -> list[ExecutionResult]:
     """Run many workflows together, batching the LLM calls of each stage.
 
@@ -296,6 +308,7 @@ def run_workflows(
             :func:`operators.checkers.check_answer`.
         sandbox: ``sandbox(codes, timeouts) -> list[ExecResult]``; default the process sandbox.
         on_round: called after each batched round with (round, runs still active).
+        operators: the table workflows are validated against (default: the process-wide one).
     """
     limits = limits or Limits()
     check = check or check_answer
@@ -303,7 +316,7 @@ def run_workflows(
     results: list[ExecutionResult | None] = [None] * len(pairs)
     todo: dict[tuple, tuple[Workflow, Problem, list[int]]] = {}
     for i, (workflow, problem) in enumerate(pairs):
-        report = validate(workflow, domain=problem.domain)
+        report = validate(workflow, domain=problem.domain, operators=operators)
         if not report.ok:
             first = report.errors[0]
             results[i] = ExecutionResult(

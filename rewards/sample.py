@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flowgrpo.dsl import Extraction, Report, extract, validate
+from flowgrpo.dsl import Extraction, OperatorTable, Report, extract, validate
 from flowgrpo.operators.state import ExecutionResult
 from flowgrpo.operators.tasks.base import Problem
 
@@ -61,9 +61,13 @@ class Sample:
 
 
 def make_sample(
-    problem: Problem, completion: str, execution: ExecutionResult | None = None
+    problem: Problem,
+    completion: str,
+    execution: ExecutionResult | None = None,
+    operators: OperatorTable | None = None,
 ) -> Sample:
-    """Extract and validate ``completion`` for ``problem`` (no execution; pass one to attach it).
+    """Extract and validate ``completion`` for ``problem`` (no execution; pass one to attach it)
+    against ``operators`` (default: the process-wide table).
 
     For tests, examples and scripts; :func:`rewards.score.prepare_samples` does the same for a
     batch and executes the valid workflows.
@@ -73,6 +77,10 @@ def make_sample(
     >>> s.valid, s.fallback, s.canonical, s.structure
     (True, False, 'Custom -> Format', 'chain')
     """
-    extraction = extract(completion)
-    report = None if extraction.fallback else validate(extraction.dsl, domain=problem.domain)
+    extraction = extract(completion, operators=operators)
+    report = (
+        None
+        if extraction.fallback
+        else validate(extraction.dsl, domain=problem.domain, operators=operators)
+    )
     return Sample(problem, completion, extraction, report, execution)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from flowgrpo.dsl import OperatorTable
 from flowgrpo.operators.interpreter import run_workflows
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.rewards.combine import check_group_size, weighted_sum
@@ -44,6 +45,7 @@ def prepare_samples(
     check: Callable | None = None,
     sandbox: Callable | None = None,
     execute: bool = True,
+    operators: OperatorTable | None = None,
 ) -> list[Sample]:
     """Extract, validate and (optionally) execute every completion of a batch.
 
@@ -57,6 +59,8 @@ def prepare_samples(
         limits, cache, check, sandbox: passed to :func:`operators.interpreter.run_workflows`.
         execute: run the valid workflows. Off: every sample's execution is None (accuracy and
             cost then score valid samples NaN).
+        operators: the operator table workflows are extracted and validated against (a run's,
+            with its own operators); None: the process-wide table.
 
     Only valid workflows run, all in ONE ``run_workflows`` call (LLM calls batched per stage;
     identical (workflow, problem) pairs run once; earlier results come from ``cache``).
@@ -65,7 +69,7 @@ def prepare_samples(
     """
     _check_batch(problems, completions, group_size)
     samples = [
-        make_sample(problem, text)
+        make_sample(problem, text, operators=operators)
         for g, problem in enumerate(problems)
         for text in completions[g * group_size : (g + 1) * group_size]
     ]
@@ -78,7 +82,9 @@ def prepare_samples(
             "to score without running them"
         )
     pairs = [(samples[i].canonical, samples[i].problem) for i in todo]
-    results = run_workflows(pairs, llm, limits=limits, cache=cache, check=check, sandbox=sandbox)
+    results = run_workflows(
+        pairs, llm, limits=limits, cache=cache, check=check, sandbox=sandbox, operators=operators
+    )
     for i, result in zip(todo, results):
         samples[i] = replace(samples[i], execution=result)
     unscorable = sum(r.unscorable for r in results)

@@ -71,7 +71,8 @@ class RewardSpec:
                 f"mapping), got {type(self.options).__name__}"
             )
         for name, weight in self.weights.items():
-            REWARD_COMPONENTS.get(name)  # unknown names raise, listing the choices
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError(f"reward component names are non-empty strings, got {name!r}")
             if isinstance(weight, bool) or not isinstance(weight, (int, float)):
                 raise ValueError(f"reward weight of {name!r} must be a number, got {weight!r}")
             if not math.isfinite(weight) or weight < 0:
@@ -85,6 +86,14 @@ class RewardSpec:
                 f"{dict(self.weights)}; e.g. {dict(DEFAULT_WEIGHTS)}"
             )
         object.__setattr__(self, "weights", MappingProxyType(dict(self.weights)))
+
+    def check_names(self) -> None:
+        """Look every component up in :data:`REWARD_COMPONENTS` (a dotted path is imported and
+        registered here); unknown names raise ``ValueError`` listing the choices. Not done at
+        construction (a spec is data; a plugin may register its components later): a run
+        environment's build calls it, and scoring looks each name up anyway."""
+        for name in self.weights:
+            REWARD_COMPONENTS.get(name)
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -19,11 +19,10 @@ import yaml
 
 from flowgrpo.configuration import ConfigError, check, from_dict, to_dict
 from flowgrpo.dsl.fewshot import PromptSpec
-from flowgrpo.operators.backends import BACKENDS
-from flowgrpo.operators.custom import load_extensions
+from flowgrpo.operators.custom import check_records
 from flowgrpo.operators.simulation import SimulationParams
+from flowgrpo.plugins import check_plugins
 from flowgrpo.rewards import RewardSpec
-from flowgrpo.trainer.algorithms.advantages import ESTIMATORS
 from flowgrpo.trainer.algorithms.losses import LossConfig
 from flowgrpo.trainer.monitoring.health import HealthConfig
 from flowgrpo.trainer.monitoring.trackers import TRACKERS
@@ -241,11 +240,11 @@ class RolloutConfig:
             "rollout.logprob_mode",
             "use shared_prompt or full",
         )
-        if self.executor not in ("shared", "hf", "openai", "simulated"):
-            try:  # a backend kind a plugin registered, or a dotted path 'pkg.mod:make'
-                BACKENDS.get(self.executor)
-            except ValueError as exc:
-                raise ConfigError(f"rollout.executor: {exc}; or shared (the policy)") from None
+        check(  # a plugin's backend kind or dotted path is looked up when the run is built
+            isinstance(self.executor, str) and bool(self.executor.strip()),
+            "rollout.executor",
+            "name an executor: shared, hf, openai, simulated, a backend kind or 'pkg.mod:make'",
+        )
         check(
             self.executor != "simulated" or self.task.split(":")[0].lower() not in _CODE_TASKS,
             "rollout.executor",
@@ -279,10 +278,8 @@ class AlgorithmConfig:
     num_iterations: int = 1
 
     def __post_init__(self):
-        try:
-            ESTIMATORS.get(self.advantage)  # a dotted path registers itself here
-        except ValueError as exc:
-            raise ConfigError(f"algorithm.advantage: {exc}") from None
+        # the estimator is looked up in ESTIMATORS when the run environment is built
+        check(isinstance(self.advantage, str), "algorithm.advantage", "name an estimator")
         check(self.num_iterations >= 1, "algorithm.num_iterations", "must be >= 1")
 
 
@@ -374,10 +371,10 @@ class LoggingConfig:
 class TrainConfig:
     """Everything a run needs; see each section's docstring. Your own extensions (docs/USAGE.md):
 
-    ``plugins``: modules or .py files imported first, so their registrations (rewards, tasks,
-    backends, operators) exist. ``operators``: your operators ``{name, role, domains?,
-    description?, prompt | function}`` (operators.custom). ``prompt``: the policy's prompt
-    ``{system, examples, file}`` (dsl.fewshot.PromptSpec; null fields keep the built-ins).
+    ``plugins``: modules or .py files imported when the run environment is built, before any
+    name is looked up. ``operators``: your operators ``{name, role, domains?, description?,
+    prompt | function}`` (operators.custom), in the run's operator table. ``prompt``: the
+    policy's prompt ``{system, examples, file}`` (dsl.fewshot.PromptSpec; null: built-ins).
     """
 
     plugins: tuple[str, ...] = ()
@@ -394,8 +391,13 @@ class TrainConfig:
     health: HealthConfig = field(default_factory=lambda: HealthConfig(guard="rollback"))
 
     def __post_init__(self):
-        """Cross-field rules, checked at load; derived values are derived here and only here."""
-        load_extensions(self.plugins, self.operators)  # no-op when load_config did it already
+        """Cross-field rules, checked at load; derived values are derived here and only here.
+        Data only: plugins and registry names wait for ``loop.environment.build_environment``."""
+        try:  # as data: nothing is imported or registered here
+            check_plugins(self.plugins)
+            check_records(self.operators, "operators")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         loss, budget = self.algorithm.loss, self.rollout.max_new_tokens
         if loss.max_new_tokens is None:  # Dr. GRPO's constant normaliser = the generation budget
             loss = dataclasses.replace(loss, max_new_tokens=budget)
@@ -489,9 +491,7 @@ def load_config(path: str | Path | None = None, overrides: tuple[str, ...] = ())
             raise ConfigError(f"{p}: not valid YAML: {exc}") from None
     for assignment in overrides:
         apply_override(data, assignment)
-    if isinstance(data, dict):  # before the sections: they may name what plugins register
-        load_extensions(data.get("plugins") or (), data.get("operators") or ())
-    return from_dict(TrainConfig, data)
+    return from_dict(TrainConfig, data)  # data only: plugins are imported by the environment
 
 
 def save_config(config: TrainConfig, path: str | Path) -> None:

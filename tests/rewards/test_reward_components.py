@@ -234,16 +234,17 @@ def test_a_registered_component_can_be_used_in_a_spec():
     finally:
         REWARD_COMPONENTS.unregister("test_length")
     with pytest.raises(ValueError, match="unknown reward component"):
-        RewardSpec({"test_length": 1.0})
+        RewardSpec({"test_length": 1.0}).check_names()
 
 
 def test_a_spec_can_name_a_component_by_dotted_path():
     path = "flowgrpo.rewards.components:validity"
     try:
         spec = RewardSpec({path: 1.0})
+        spec.check_names()
         assert spec.names == (path,)
         assert get_component(path) is get_component("validity")
     finally:
         REWARD_COMPONENTS.unregister(path)
     with pytest.raises(ValueError, match="has no attribute 'nope'"):
-        RewardSpec({"flowgrpo.rewards.components:nope": 1.0})
+        RewardSpec({"flowgrpo.rewards.components:nope": 1.0}).check_names()

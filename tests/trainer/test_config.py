@@ -10,6 +10,7 @@ from flowgrpo.trainer.config import (
     save_config,
     to_dict,
 )
+from flowgrpo.trainer.loop.environment import build_environment
 
 
 def test_defaults_are_the_documented_cpu_default():
@@ -59,8 +60,8 @@ def test_resolved_config_round_trips_through_yaml(tmp_path):
     ],
 )
 def test_bad_values_name_the_field_and_the_fix(override, message):
-    with pytest.raises(ConfigError, match=message):
-        load_config(None, (override,))
+    with pytest.raises(ConfigError, match=message):  # registry names: when the run is built
+        build_environment(load_config(None, (override,)), with_executor=False)
 
 
 def test_small_groups_are_allowed_only_on_request():

@@ -10,6 +10,7 @@ from flowgrpo.trainer.config import (
     save_config,
     to_dict,
 )
+from flowgrpo.trainer.loop.environment import build_environment
 
 
 def test_defaults():
@@ -64,8 +65,8 @@ def test_simulation_section_round_trips_through_the_saved_config(tmp_path):
     ],
 )
 def test_bad_simulation_settings_name_the_field_and_the_fix(override, message):
-    with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
-        load_config(None, (override,))
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[")):  # or when built
+        build_environment(load_config(None, (override,)), with_executor=False)
 
 
 def test_code_tasks_cannot_use_the_simulated_executor():

@@ -6,7 +6,7 @@ import itertools
 
 import torch
 
-from flowgrpo.trainer.loop.prompt import render_prompt
+from flowgrpo.trainer.loop.prompt import PolicyPrompt
 from flowgrpo.trainer.loop.rollout import Rollout, completion_mask
 
 VALID = "Custom -> Review ? Revise : done"
@@ -18,8 +18,9 @@ def text_rollout(texts_for_group):
     counter = itertools.count()
 
     def fake(
-        model, tokenizer, problems, group_size, temperature, top_p, max_new_tokens, merge=True
-    ):
+        model, tokenizer, problems, group_size, temperature, top_p, max_new_tokens, merge=True,
+        prompt=None,
+    ):  # fmt: skip
         texts = []
         for _ in problems:
             group = list(texts_for_group(next(counter)))
@@ -35,7 +36,9 @@ def text_rollout(texts_for_group):
         mask, truncated = completion_mask(comp, [eos])
         prompts = [
             torch.tensor(
-                tokenizer(render_prompt(p, tokenizer), add_special_tokens=False)["input_ids"]
+                tokenizer(
+                    (prompt or PolicyPrompt()).render(p, tokenizer), add_special_tokens=False
+                )["input_ids"]
             )
             for p in problems
         ]

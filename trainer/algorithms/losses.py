@@ -143,13 +143,13 @@ class LossConfig:
     mask_truncated: bool = False
 
     def __post_init__(self) -> None:
-        for name, registry in (("policy_loss", POLICY_LOSSES), ("loss_agg", AGGREGATIONS)):
+        for name in ("policy_loss", "loss_agg"):
             value = getattr(self, name)
-            if not isinstance(value, str) or value not in registry:
-                try:
-                    registry.get(value)  # dotted paths register themselves here
-                except ValueError as exc:
-                    raise ConfigError(f"algorithm.loss.{name}: {exc}") from None
+            check(
+                isinstance(value, str) and bool(value.strip()),
+                f"algorithm.loss.{name}",
+                f"got {value!r}; name a registered one or a dotted path 'pkg.mod:fn'",
+            )
         for name, ok, fix in _RULES:
             check(
                 ok(getattr(self, name)),
@@ -161,6 +161,16 @@ class LossConfig:
             "algorithm.loss.clip_cov_lb",
             f"{self.clip_cov_lb!r} must be below clip_cov_ub={self.clip_cov_ub!r}",
         )
+
+    def check_names(self) -> None:
+        """Look ``policy_loss`` and ``loss_agg`` up in their registries (a dotted path is imported
+        and registered here); ``ConfigError`` naming the field. Not done at construction (config
+        is data): the run environment's build calls it after importing the plugins."""
+        for name, registry in (("policy_loss", POLICY_LOSSES), ("loss_agg", AGGREGATIONS)):
+            try:
+                registry.get(getattr(self, name))
+            except ValueError as exc:
+                raise ConfigError(f"algorithm.loss.{name}: {exc}") from None
 
 
 def _real(x) -> bool:

@@ -17,7 +17,6 @@ from flowgrpo.operators.backends import make_backend
 from flowgrpo.operators.backends.hf import HFBackend
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.trainer.cli.common import fail, progress, resolve_device, status
-from flowgrpo.trainer.loop.prompt import use_prompt
 from flowgrpo.trainer.reports.evaluate import (
     ModelSpec,
     evaluate,
@@ -45,6 +44,22 @@ def run_config_of(checkpoint: str | None):
         fail(f"the run's config.yaml: {exc}")
 
 
+def run_prompt(run):
+    """The prompt (with its operator table) a run was trained with: its environment, built
+    without executor or training problems (imports the run's plugins, implements its
+    ``operators:``); the built-in prompt without a run. A bad config is a one-line error."""
+    # heavy: torch (the loop package); `flowgrpo eval --compare` starts without it
+    from flowgrpo.trainer.loop.environment import build_environment
+    from flowgrpo.trainer.loop.prompt import PolicyPrompt
+
+    if run is None:
+        return PolicyPrompt()
+    try:
+        return build_environment(run, with_executor=False, with_problems=False).prompt
+    except ValueError as exc:
+        fail(f"the run's config.yaml: {exc}")
+
+
 def eval_command(*, adapter, base, compare: tuple[str, str] | None, **options) -> None:
     """Evaluate and print (``--json FILE`` also writes the result), or print a comparison."""
     if compare:
@@ -53,9 +68,8 @@ def eval_command(*, adapter, base, compare: tuple[str, str] | None, **options) -
         return
     if bool(adapter) == bool(base):
         fail("give exactly one of --adapter RUN_DIR/checkpoint-N or --base")
-    run = run_config_of(adapter)  # also imports the run's plugins and registers its operators
-    if run is not None:
-        use_prompt(run.prompt)  # the checkpoint sees the prompt it was trained with
+    run = run_config_of(adapter)
+    prompt = run_prompt(run)  # the checkpoint sees the prompt and operators it was trained with
     o = options
     device = resolve_device(o["device"])
     spec = ModelSpec.of_run(run, o["model"], o["dtype"])
@@ -73,8 +87,9 @@ def eval_command(*, adapter, base, compare: tuple[str, str] | None, **options) -
     with progress(total=o["n"], desc="eval", unit="problem") as bar:
         try:
             result = evaluate(
-                policy, tokenizer, settings, llm, limits, progress=bar.update, simulation=simulation
-            )
+                policy, tokenizer, settings, llm, limits, progress=bar.update,
+                simulation=simulation, prompt=prompt,
+            )  # fmt: skip
         except (ValueError, FileNotFoundError) as exc:
             fail(str(exc))
     result["model"] = described

@@ -10,7 +10,7 @@ import click
 import yaml
 from tqdm import tqdm
 
-from flowgrpo.configuration import to_dict
+from flowgrpo.configuration import ConfigError, to_dict
 from flowgrpo.trainer.cli.common import console_logging, fail, is_quiet, progress, status
 from flowgrpo.trainer.reports.estimate import estimate
 
@@ -31,6 +31,18 @@ def resolve_config(config_path, overrides, max_steps, output_dir):
         fail(f"bad config: {exc}")
 
 
+def check_environment(cfg) -> None:
+    """Build the run environment without executor (imports the plugins, looks every name up,
+    checks the prompt against the run's operators, loads the problems): a one-line error."""
+    # heavy: torch (the loop package); `flowgrpo validate` starts without it
+    from flowgrpo.trainer.loop.environment import build_environment
+
+    try:
+        build_environment(cfg, with_executor=False)
+    except ConfigError as exc:
+        fail(f"bad config: {exc}")
+
+
 def train_command(
     config_path, overrides, max_steps, output_dir, resume, dry_run, overwrite=False
 ) -> None:
@@ -38,6 +50,7 @@ def train_command(
     ``resume``/``overwrite``: what to do with a run already in the run dir (``loop.rundir``)."""
     cfg = resolve_config(config_path, overrides, max_steps, output_dir)
     if dry_run:
+        check_environment(cfg)
         click.echo(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         click.echo("memory estimate (not a measurement):")
         click.echo(yaml.safe_dump(estimate(cfg), sort_keys=False))

@@ -6,18 +6,21 @@ Short on purpose: on a CPU every prompt token is paid K times per step in genera
 untrained SmolLM2-135M-Instruct (4 problems x 8 samples, 32 new tokens, temperature 0.8): a long
 syntax description gave 100% prose (fallback); this few-shot prompt gives about 50% fallback and
 a few valid workflows, enough spread for group-relative advantages.
-The operator list is generated from ``dsl.OPERATORS`` (filtered by domain), so the prompt never
-disagrees with the validator; every example is checked by a test to be valid for its domain.
+The operator list is generated from the run's operator table (filtered by domain), so the prompt
+never disagrees with the validator; every example is checked by a test to be valid for its domain.
 
 Your own prompt: the config's ``prompt:`` section (:class:`~dsl.fewshot.PromptSpec`: ``system``,
-``examples``, ``file``), validated at load. The Trainer makes it the process's *active* prompt
-(:func:`use_prompt`); every function here takes an explicit ``prompt`` too, and uses the active
-one when given None. A field left null keeps the built-in text or examples below.
+``examples``, ``file``). The run environment holds it with the run's operator table as a
+:class:`PolicyPrompt`, which the rollout renders; nothing here is process-wide. Every function
+takes the prompt and the table explicitly (None: the built-in prompt, the process-wide table). A
+field left null keeps the built-in text or examples below.
 """
 
 from __future__ import annotations
 
-from flowgrpo.dsl import OPERATORS, operators_for_domain
+from dataclasses import dataclass, field
+
+from flowgrpo.dsl import OperatorTable, default_table
 from flowgrpo.dsl.fewshot import PromptSpec
 from flowgrpo.operators.tasks.base import Problem
 
@@ -57,39 +60,52 @@ EXAMPLES = {
 }
 
 
-_ACTIVE: list[PromptSpec] = [PromptSpec()]  # the built-in prompt until use_prompt()
+@dataclass(frozen=True)
+class PolicyPrompt:
+    """The prompt of one run: its :class:`PromptSpec` and the operator table whose operators the
+    system message lists. Built once with the run environment and passed to the rollout; the
+    defaults are the built-in prompt and the process-wide table (AFlow's set plus operators
+    declared from Python)."""
+
+    spec: PromptSpec = field(default_factory=PromptSpec)
+    operators: OperatorTable | None = None
+
+    def render(self, problem: Problem, tokenizer) -> str:
+        """The prompt text of ``problem`` (see :func:`render_prompt`)."""
+        return render_prompt(problem, tokenizer, self.spec, self.operators)
+
+    def messages(self, problem: Problem) -> list[dict]:
+        """The chat messages of ``problem`` (see :func:`build_messages`)."""
+        return build_messages(problem, self.spec, self.operators)
 
 
-def use_prompt(prompt: PromptSpec | None) -> None:
-    """Make ``prompt`` the active policy prompt of this process (None: the built-in one)."""
-    _ACTIVE[0] = prompt if prompt is not None else PromptSpec()
-
-
-def active_prompt() -> PromptSpec:
-    """The policy prompt :func:`render_prompt` uses when given none."""
-    return _ACTIVE[0]
-
-
-def system_prompt(domain: str, prompt: PromptSpec | None = None) -> str:
-    """The system message for problems of ``domain`` (math, code or qa)."""
-    spec = prompt if prompt is not None else active_prompt()
-    allowed = operators_for_domain(domain)
+def system_prompt(
+    domain: str, prompt: PromptSpec | None = None, operators: OperatorTable | None = None
+) -> str:
+    """The system message for problems of ``domain`` (math, code or qa): ``prompt``'s text (None:
+    the built-in one) listing the operators of ``operators`` allowed for the domain."""
+    spec = prompt if prompt is not None else PromptSpec()
+    table = operators if operators is not None else default_table()
+    allowed = table.for_domain(domain)
     template = spec.system if spec.system is not None else SYSTEM
-    return template.format(operators=", ".join(n for n in OPERATORS if n in allowed))
+    return template.format(operators=", ".join(n for n in table if n in allowed))
 
 
 def examples_for(domain: str, prompt: PromptSpec | None = None) -> tuple[tuple[str, str], ...]:
     """(question, workflow) pairs shown before a problem of ``domain``."""
-    spec = prompt if prompt is not None else active_prompt()
+    spec = prompt if prompt is not None else PromptSpec()
     own = spec.for_domain(domain)
     if own is None:
         return EXAMPLES.get(domain, ())
     return tuple((e.question, e.workflow) for e in own)
 
 
-def build_messages(problem: Problem, prompt: PromptSpec | None = None) -> list[dict]:
+def build_messages(
+    problem: Problem, prompt: PromptSpec | None = None, operators: OperatorTable | None = None
+) -> list[dict]:
     """System message, the domain's examples as user/assistant turns, then the problem."""
-    messages = [{"role": "system", "content": system_prompt(problem.domain, prompt)}]
+    system = system_prompt(problem.domain, prompt, operators)
+    messages = [{"role": "system", "content": system}]
     for question, workflow in examples_for(problem.domain, prompt):
         messages += [
             {"role": "user", "content": f"Problem: {question}"},
@@ -99,9 +115,14 @@ def build_messages(problem: Problem, prompt: PromptSpec | None = None) -> list[d
     return messages
 
 
-def render_prompt(problem: Problem, tokenizer, prompt: PromptSpec | None = None) -> str:
+def render_prompt(
+    problem: Problem,
+    tokenizer,
+    prompt: PromptSpec | None = None,
+    operators: OperatorTable | None = None,
+) -> str:
     """The prompt text with the tokenizer's chat template (plain text when it has none)."""
-    messages = build_messages(problem, prompt)
+    messages = build_messages(problem, prompt, operators)
     if getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     turns = [f"{m['role']}: {m['content']}" for m in messages]

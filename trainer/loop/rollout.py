@@ -18,7 +18,7 @@ from transformers import DynamicCache
 
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.loop.policy import merged_adapter
-from flowgrpo.trainer.loop.prompt import render_prompt
+from flowgrpo.trainer.loop.prompt import PolicyPrompt
 
 logger = logging.getLogger(__name__)
 
@@ -121,14 +121,17 @@ def generate_rollout(
     max_new_tokens: int,
     merge: bool = True,
     prefill_once: bool = True,
+    prompt: PolicyPrompt | None = None,
 ) -> Rollout:
     """Sample ``group_size`` completions for each problem in one batched ``generate`` call.
 
     ``temperature <= 0`` decodes greedily (evaluation with K = 1). With ``prefill_once`` each
     prompt is prefilled once and its KV cache repeated K times (:func:`prefill_prompts`).
+    ``prompt``: the run's prompt and operator table (None: the built-in prompt).
     """
     start = time.perf_counter()
-    texts = [render_prompt(p, tokenizer) for p in problems]
+    prompt = prompt if prompt is not None else PolicyPrompt()
+    texts = [prompt.render(p, tokenizer) for p in problems]
     prompt_ids = [torch.tensor(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
     enc = _left_padded(tokenizer, texts)
     device = next(model.parameters()).device

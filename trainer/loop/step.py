@@ -29,8 +29,6 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from flowgrpo.operators.cache import ExecutionCache
-from flowgrpo.operators.interpreter import Limits
-from flowgrpo.operators.llm import LLM
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.rewards import (
     RecentWorkflows,
@@ -41,6 +39,7 @@ from flowgrpo.rewards import (
 )
 from flowgrpo.trainer.algorithms.advantages import compute_advantages, group_stats
 from flowgrpo.trainer.config import TrainConfig
+from flowgrpo.trainer.loop.environment import RunEnvironment
 from flowgrpo.trainer.loop.rollout import Rollout, concat_rollouts, generate_rollout
 from flowgrpo.trainer.monitoring.metrics import rollout_metrics
 
@@ -56,13 +55,14 @@ SCORE_DTYPE = torch.float32
 @dataclass(frozen=True)
 class StepEnv:
     """What sampling and scoring read (built once by the Trainer; never mutated here, except
-    that scoring appends to the diversity ``history`` and the execution ``cache``)."""
+    that scoring appends to the diversity ``history`` and the execution ``cache``).
+    ``environment`` is the run's: its prompt is rendered, its operator table validates, its
+    executor runs the workflows."""
 
     config: TrainConfig
     model: torch.nn.Module
     tokenizer: PreTrainedTokenizerBase
-    executor: LLM | None
-    exec_limits: Limits
+    environment: RunEnvironment
     cache: ExecutionCache | None
     history: RecentWorkflows
 
@@ -110,17 +110,17 @@ class Collected:
 def sample_and_score(env: StepEnv, problems: Sequence[Problem]) -> Scored:
     """Sample ``num_generations`` completions per problem and score them (one batched call);
     everything after the sampling reads K from the rollout."""
-    r = env.config.rollout
+    r, run = env.config.rollout, env.environment
     rollout = generate_rollout(
         env.model, env.tokenizer, problems, r.num_generations, r.temperature, r.top_p,
-        r.max_new_tokens, r.generate_merged,
+        r.max_new_tokens, r.generate_merged, prompt=run.prompt,
     )  # fmt: skip
     k = rollout.group_size  # from here on, K is the rollout's
     start = time.perf_counter()
     samples = prepare_samples(
-        rollout.problems, rollout.texts, k, llm=env.executor,
-        limits=env.exec_limits, cache=env.cache,
-        execute=r.execute and env.executor is not None,
+        rollout.problems, rollout.texts, k, llm=run.executor, limits=run.limits,
+        cache=env.cache, execute=r.execute and run.executor is not None,
+        operators=run.operators,
     )  # fmt: skip
     table = score_samples(samples, k, env.config.rewards, env.history)
     return Scored(rollout, table, time.perf_counter() - start)

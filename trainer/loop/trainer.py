@@ -23,8 +23,9 @@ from flowgrpo.trainer.config import TrainConfig
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop import step as steps
 from flowgrpo.trainer.loop.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from flowgrpo.trainer.loop.environment import build_environment
 from flowgrpo.trainer.loop.interrupt import RunAbandoned, StopOnSignal
-from flowgrpo.trainer.loop.prompt import use_prompt
+from flowgrpo.trainer.loop.rollout import ProblemSampler
 from flowgrpo.trainer.loop.simulation_metrics import rollout_simulation_metrics
 from flowgrpo.trainer.loop.update import (
     UPDATE_KEYS,
@@ -94,9 +95,10 @@ class Trainer:
         setup.prepare_run(cfg, self.run_dir, resume, overwrite, self.accelerator.is_main_process)
         self.model, self.tokenizer = setup.policy(cfg, model, tokenizer, self.accelerator.device)
         self.optimizer, self.scheduler = setup.optimizer(cfg, self.model)
-        self.sampler = setup.sampler(cfg, self.rank)
-        use_prompt(cfg.prompt)  # the policy's prompt (config `prompt:`) for this process's rollouts
-        self.executor, self.exec_limits = setup.executor(cfg, self.model, self.tokenizer, executor)
+        # plugins, registry names, operator table, prompt, problems, executor: once, here
+        self.environment = build_environment(cfg, self.model, self.tokenizer, executor)
+        seed = cfg.rollout.seed + 1000 * self.rank  # each rank draws its own problems
+        self.sampler = ProblemSampler(self.environment.problems, seed=seed)
         self.cache = setup.cache(cfg, self.run_dir)
         self.history = RecentWorkflows()
         self.monitor = HealthMonitor(cfg.health)
@@ -105,9 +107,8 @@ class Trainer:
         if resume:
             self._resume()
         self.env = steps.StepEnv(
-            cfg, self.model, self.tokenizer, self.executor, self.exec_limits, self.cache,
-            self.history,
-        )  # fmt: skip
+            cfg, self.model, self.tokenizer, self.environment, self.cache, self.history
+        )
         self.writer = setup.writer(cfg, self.run_dir, self.accelerator, resume)
 
     def _resume(self) -> None:

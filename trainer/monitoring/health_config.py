@@ -121,7 +121,11 @@ class HealthConfig:
         )
         stop_on = tuple(stop_on)
         for name in stop_on:
-            check(name in HEALTH_CHECKS, "health.stop_on", HEALTH_CHECKS.unknown_message(name))
+            check(
+                isinstance(name, str) and bool(name.strip()),
+                "health.stop_on",
+                f"{name!r} is not a check name (choices: {', '.join(check_names())})",
+            )
         check(
             not ("update_collapse" in stop_on and self.guard == "off"),
             "health.stop_on",
@@ -129,6 +133,13 @@ class HealthConfig:
             "health.guard to 'warn' or 'rollback', or drop it from stop_on",
         )
         object.__setattr__(self, "stop_on", stop_on)
+
+    def check_names(self) -> None:
+        """Every ``stop_on`` name must be a registered health check (``ConfigError`` listing the
+        choices). Not done at construction (config is data; a plugin may register checks): a
+        run environment's build calls it after importing the plugins."""
+        for name in self.stop_on:
+            check(name in HEALTH_CHECKS, "health.stop_on", HEALTH_CHECKS.unknown_message(name))
 
     @classmethod
     def from_dict(cls, data: Mapping | None, path: str = "health.") -> HealthConfig:

@@ -142,11 +142,20 @@ def load_for_eval(adapter: str | None, model: ModelSpec | str, device: str = "cp
 
 
 def evaluate(
-    model, tokenizer, settings: EvalSettings, executor, limits=None, progress=None, simulation=None
+    model,
+    tokenizer,
+    settings: EvalSettings,
+    executor,
+    limits=None,
+    progress=None,
+    simulation=None,
+    prompt=None,
 ) -> dict:
     """Generate, validate, execute and summarise; returns a JSON-ready dict. ``simulation``
     (a ``RegretSettings``, when ``executor`` is the SIMULATED one) adds the analytic
-    expected accuracy and regret of the workflows written (:func:`simulated_summary`)."""
+    expected accuracy and regret of the workflows written (:func:`simulated_summary`).
+    ``prompt``: the :class:`~..loop.prompt.PolicyPrompt` (prompt and operator table) of the
+    run evaluated; None: the built-in prompt and the process-wide table."""
     # heavy: torch (the rollout generates with the policy); `flowgrpo validate` starts without it
     from flowgrpo.trainer.loop.rollout import generate_rollout
 
@@ -163,6 +172,7 @@ def evaluate(
             temperature,
             settings.top_p,
             settings.max_new_tokens,
+            prompt=prompt,
         )
         samples += prepare_samples(
             chunk,
@@ -171,6 +181,7 @@ def evaluate(
             llm=executor,
             limits=limits,
             execute=settings.execute and executor is not None,
+            operators=prompt.operators if prompt is not None else None,
         )
         if progress is not None:
             progress(len(chunk))

@@ -400,7 +400,7 @@ def test_minus_inf_logits_give_finite_entropy_and_gradients():
 def test_config_errors_name_the_field(kwargs, message):
     base = {"loss_agg": "token_mean"}
     with pytest.raises(ValueError, match=re.escape(message)):
-        LossConfig(**{**base, **kwargs})
+        LossConfig(**{**base, **kwargs}).check_names()  # names: when a run is built
 
 
 def test_config_defaults_are_dapo_clip_higher_and_dr_grpo_aggregation():

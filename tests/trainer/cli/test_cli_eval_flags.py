@@ -116,7 +116,6 @@ def test_train_quiet_prints_no_progress_or_step_lines(tmp_path):
 def test_eval_of_a_checkpoint_uses_the_prompt_it_was_trained_with(tmp_path, monkeypatch):
     """A run trained with a custom `prompt:` is evaluated with that prompt, not the built-in."""
     import flowgrpo.trainer.cli.evaluate as cli_eval
-    from flowgrpo.trainer.loop.prompt import active_prompt, use_prompt
 
     run_dir = tmp_path / "run"
     cfg = load_config(
@@ -129,13 +128,10 @@ def test_eval_of_a_checkpoint_uses_the_prompt_it_was_trained_with(tmp_path, monk
     seen = []
 
     def fake_evaluate(*args, **kwargs):
-        seen.append(active_prompt().system)
+        seen.append(kwargs["prompt"].spec.system)
         raise ValueError("stop here")
 
     monkeypatch.setattr(cli_eval, "evaluate", fake_evaluate)
-    try:
-        result = invoke("eval", "--adapter", run_dir / "checkpoint-1", "--n", "1", "--quiet")
-    finally:
-        use_prompt(None)
+    result = invoke("eval", "--adapter", run_dir / "checkpoint-1", "--n", "1", "--quiet")
     assert result.exit_code == 2 and "stop here" in result.output
     assert seen == ["You write WORKFLOWS for the task."]

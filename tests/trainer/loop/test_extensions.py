@@ -9,17 +9,16 @@ import pytest
 from trainer_fakes import PROSE, text_rollout
 
 from flowgrpo.configuration import ConfigError
-from flowgrpo.dsl import OPERATORS
 from flowgrpo.operators.backends import BACKENDS
 from flowgrpo.operators.backends.scripted import ScriptedBackend
 from flowgrpo.operators.custom import remove_operator
 from flowgrpo.operators.interpreter import run_workflow
+from flowgrpo.operators.ops import OPERATOR_IMPLS
 from flowgrpo.operators.tasks import load_task
 from flowgrpo.rewards.components import REWARD_COMPONENTS
 from flowgrpo.trainer.config import load_config
-from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop import step as step_mod
-from flowgrpo.trainer.loop.prompt import active_prompt, build_messages, use_prompt
+from flowgrpo.trainer.loop.environment import build_environment
 from flowgrpo.trainer.loop.trainer import Trainer
 
 QA = [
@@ -56,7 +55,6 @@ def user_dir(tmp_path, monkeypatch):
         BACKENDS.unregister(key)
     for module in [m for m in sys.modules if m.startswith(name) or m == "plugin_" + name]:
         del sys.modules[module]
-    use_prompt(None)
 
 
 def answer_by_question(request):
@@ -157,12 +155,12 @@ def test_plugins_operators_backend_and_prompt_from_one_config(user_dir, monkeypa
              "=tiny-random", "lora.r=4", "lora.alpha=8", "rollout.max_new_tokens=40",
              "rollout.cache_path=null", "rollout.train_size=8", "rollout.executor_max_calls=4"),
         )  # fmt: skip
-        assert OPERATORS["Critique"].domains == ("qa",)
         workflows = ["Custom -> Critique ? Revise : done"] * 4 + ["AnswerGenerate"] * 4
         monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(lambda g: workflows))
         trainer = Trainer(cfg)  # the executor comes from the config (the plugin's kind)
-        messages = build_messages(trainer.sampler.problems[0])
-        assert active_prompt() == cfg.prompt
+        assert trainer.environment.operators["Critique"].domains == ("qa",)  # the run's table
+        messages = trainer.environment.prompt.messages(trainer.sampler.problems[0])
+        assert trainer.environment.prompt.spec == cfg.prompt
         assert messages[0]["content"].startswith("Write a workflow for a trivia question.")
         assert "Critique" in messages[0]["content"]
         assert messages[2] == {"role": "assistant", "content": "Custom -> Critique ? Revise : done"}
@@ -175,7 +173,7 @@ def test_plugins_operators_backend_and_prompt_from_one_config(user_dir, monkeypa
         saved = (tmp_path / "run" / "config.yaml").read_text()
         assert "Critique" in saved and "plugin_" in saved  # a resume re-registers them
     finally:
-        if "Critique" in OPERATORS:
+        if "Critique" in OPERATOR_IMPLS:
             remove_operator("Critique")
 
 
@@ -205,8 +203,8 @@ def test_plugins_operators_backend_and_prompt_from_one_config(user_dir, monkeypa
     ],
 )
 def test_bad_extensions_fail_at_load_naming_the_field(override, message):
-    with pytest.raises(ConfigError, match=message):
-        load_config("configs/tiny.yaml", (override,))
+    with pytest.raises(ConfigError, match=message):  # at load, or when the run is built
+        build_environment(load_config("configs/tiny.yaml", (override,)), with_executor=False)
 
 
 def test_the_prompt_file_holds_system_and_examples(tmp_path):
@@ -222,7 +220,9 @@ def test_the_prompt_file_holds_system_and_examples(tmp_path):
     assert cfg.prompt.examples == ()  # set in the config: overrides the file (zero-shot)
     path.write_text("examples:\n  - {question: '2+2?', workflow: 'Test', domain: math}\n")
     with pytest.raises(ConfigError, match=r"prompt.examples\[0\]: .*Test is not allowed"):
-        load_config("configs/tiny.yaml", (f"prompt.file={path}",))
+        build_environment(
+            load_config("configs/tiny.yaml", (f"prompt.file={path}",)), with_executor=False
+        )
 
 
 def test_dotted_paths_for_an_executor_backend_and_an_operator_function(user_dir):
@@ -246,10 +246,11 @@ def test_dotted_paths_for_an_executor_backend_and_an_operator_function(user_dir)
         (f"rollout.executor={name}.ext:make", f"operators=[{json.dumps(record)}]"),
     )
     try:
-        llm, _ = setup.executor(cfg, None, None)
+        environment = build_environment(cfg)
+        llm = environment.executor
         assert llm.settings_key == "scripted:ext-8"  # made by the user's factory
         problem = load_task(f"jsonl:{tmp_path / 'trivia.jsonl'}", n=1)[0]
-        result = run_workflow("Custom -> Shout", problem, llm)
+        result = run_workflow("Custom -> Shout", problem, llm, operators=environment.operators)
         assert [t.op for t in result.trace] == ["Custom", "Shout"]
         assert result.answer == "PARIS" and result.correct  # qa: case-insensitive match
     finally:

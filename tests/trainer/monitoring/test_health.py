@@ -255,7 +255,7 @@ def test_a_registered_check_runs_and_can_be_selected_by_name():
 )
 def test_bad_config_values_name_the_field_and_the_fix(kwargs, field):
     with pytest.raises(ConfigError, match=f"^health.{field}: ") as info:
-        HealthConfig(**kwargs)
+        HealthConfig(**kwargs).check_names()  # stop_on names: when a run is built
     message = str(info.value)
     assert any(fix in message for fix in ("set health.", "choose one of", "drop it", "write e.g."))
 
