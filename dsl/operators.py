@@ -12,10 +12,12 @@ Three levels:
   another agent system) without touching anything process-wide. ``OperatorTable.load(path)``
   reads a YAML/JSON file.
 * the process-wide *default table* (:func:`default_table`): the AFlow set plus every operator
-  declared in this process with :func:`declare_operator` (``register_operator(..., role=...)``
-  and the training config's ``operators:`` key declare through it). Everything that does not
-  get an explicit table (the trainer, the interpreter, extraction) uses it. :data:`OPERATORS` is
-  a live read-only view of it.
+  declared in this process by code with :func:`declare_operator` (``register_operator(...,
+  role=...)`` in a plugin or from Python), like an entry of any registry. A training run does
+  not use it directly: its run environment builds the run's own table from it plus the config's
+  ``operators:`` (which are never declared here) and passes that table to the prompt, the
+  validator, extraction and the interpreter. Calls given no table (scripts, ``flowgrpo
+  validate``) use the default table. :data:`OPERATORS` is a live read-only view of it.
 
 The ``operators`` package implements each name (``operators.ops.OPERATOR_IMPLS``).
 """

@@ -1,4 +1,4 @@
-"""Building the pieces a run needs from its config (policy, optimizer, problems, executor...).
+"""Building the pieces a run needs from its config (policy, optimizer, executor, cache...).
 
 Every function turns a bad setting into a clear error naming the field.
 """
@@ -12,15 +12,14 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
+from transformers import get_scheduler
 
 from flowgrpo.operators.backends import make_backend
 from flowgrpo.operators.cache import ExecutionCache
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.models import load_model
-from flowgrpo.operators.tasks import load_task
 from flowgrpo.trainer.loop.init_adapter import load_init_adapter
 from flowgrpo.trainer.loop.policy import _pad, wrap_lora
-from flowgrpo.trainer.loop.rollout import ProblemSampler
 from flowgrpo.trainer.loop.rundir import prepare_run_dir
 from flowgrpo.trainer.monitoring.metrics import MetricsWriter
 from flowgrpo.trainer.monitoring.trackers import accelerator_kwargs, start_trackers
@@ -61,31 +60,21 @@ def policy(cfg, model=None, tokenizer=None, device=None):
 
 
 def optimizer(cfg, model):
-    """AdamW over the LoRA parameters and a warmup + constant/cosine LR schedule."""
+    """AdamW over the LoRA parameters and transformers' warmup + constant/cosine LR schedule.
+
+    One scheduler step per optimizer step (``optim.max_steps * algorithm.num_iterations`` in
+    all). The LR factor of optimizer step ``s``: ``s / warmup_steps`` while ``s < warmup_steps``
+    (transformers' convention: step 0 of a warmup has LR 0), then 1 (constant) or
+    ``0.5 * (1 + cos(pi * (s - warmup) / (total - warmup)))`` (cosine).
+    """
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
-    warmup = cfg.optim.warmup_steps
+    name = "cosine" if cfg.optim.scheduler == "cosine" else "constant_with_warmup"
     total = max(cfg.optim.max_steps * cfg.algorithm.num_iterations, 1)
-
-    def factor(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        if cfg.optim.scheduler == "cosine":
-            progress = min((step - warmup) / max(total - warmup, 1), 1.0)
-            return 0.5 * (1 + math.cos(math.pi * progress))
-        return 1.0
-
-    return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
-
-
-def sampler(cfg, rank: int):
-    """The training problems (train split) and a seeded sampler (offset per rank)."""
-
-    problems = load_task(
-        cfg.rollout.task, n=cfg.rollout.train_size, seed=cfg.rollout.seed, split="train"
+    return opt, get_scheduler(
+        name, opt, num_warmup_steps=cfg.optim.warmup_steps, num_training_steps=total
     )
-    return ProblemSampler(problems, seed=cfg.rollout.seed + 1000 * rank)
 
 
 def executor(cfg, model, tokenizer, given=None):
