@@ -4,7 +4,9 @@ Holds: ``trainer`` (the ``Trainer``: builds the pieces, runs steps, saves checkp
 ``step`` (one step as typed pure functions: rollout -> scores -> advantages -> update ->
 health), ``rollout`` (sampling K completions per problem), ``update`` (the optimizer step over
 per-group micro-batches), ``policy`` (loading the LoRA policy, merged/disabled adapter),
-``prompt`` (the policy's prompt), ``setup`` (building the pieces from the config),
+``prompt`` (the policy's prompt), ``environment`` (the run environment, built once: plugins,
+registry names, the run's operator table and prompt, problems, executor), ``setup`` (building
+the pieces from the config),
 ``checkpoint`` (atomic save/load/resume), ``init_adapter`` (starting from a saved LoRA adapter,
 ``model.init_adapter``), ``simulation_metrics`` (the ``sim/*`` metrics: expected accuracy and
 regret of the sampled workflows under the SIMULATED executor).
