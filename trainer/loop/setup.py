@@ -6,7 +6,6 @@ Every function turns a bad setting into a clear error naming the field.
 from __future__ import annotations
 
 import logging
-import math
 from pathlib import Path
 
 import torch
