@@ -12,7 +12,7 @@ from typing import NoReturn
 
 import click
 from tqdm import tqdm
-from tqdm.contrib.logging import _TqdmLoggingHandler
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from flowgrpo.operators.backends import make_backend
 from flowgrpo.operators.tasks import load_task
@@ -49,7 +49,8 @@ def output_options(command):
     @functools.wraps(command)
     def wrapper(*args, quiet: bool, log_level: str | None, **kwargs):
         configure_output(quiet, log_level)
-        return command(*args, **kwargs)
+        with logging_redirect_tqdm():  # log lines above the progress bars, on this stderr
+            return command(*args, **kwargs)
 
     return wrapper
 
@@ -82,16 +83,13 @@ def progress(**kwargs) -> tqdm:
 
 
 def console_logging() -> None:
-    """Log lines of flowgrpo's packages on the console above the progress bar (the handler is
-    installed once), at the level of ``--log-level``/``--quiet``."""
+    """Log lines of flowgrpo's packages at the level of ``--log-level``/``--quiet``.
+
+    They reach the console through the handler ``output_options`` installs for the command with
+    tqdm's ``logging_redirect_tqdm`` (above the progress bars, on the command's stderr, the
+    message alone); it is removed when the command ends.
+    """
     warnings.filterwarnings("ignore", category=FutureWarning)  # library deprecation chatter
-    root = logging.getLogger()
-    handler = next((h for h in root.handlers if isinstance(h, _TqdmLoggingHandler)), None)
-    if handler is None:
-        handler = _TqdmLoggingHandler()
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        root.addHandler(handler)
-    handler.setStream(sys.stderr)  # this command's stderr (a test runner swaps it per command)
     logging.getLogger("flowgrpo").setLevel(_OUTPUT["level"])
 
 

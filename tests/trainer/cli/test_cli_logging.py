@@ -1,0 +1,43 @@
+"""Console logging of a command: flowgrpo's log lines go to the command's stderr above the
+progress bar (tqdm's public logging_redirect_tqdm), at the --log-level/--quiet level, and the
+handler goes away when the command ends."""
+
+import logging
+
+import click
+from click.testing import CliRunner
+
+from flowgrpo.trainer.cli.common import output_options, progress
+
+
+@click.command()
+@output_options
+def noisy():
+    log = logging.getLogger("flowgrpo.test_cli_logging")
+    with progress(total=2, desc="work") as bar:
+        log.info("info line")
+        bar.update(1)
+        log.warning("warning line")
+        bar.update(1)
+    click.echo("result")
+
+
+def test_log_lines_reach_the_commands_stderr_and_the_handler_is_removed_after():
+    before = list(logging.getLogger().handlers)
+    result = CliRunner().invoke(noisy, [], catch_exceptions=False)
+    assert result.exit_code == 0
+    assert result.stdout == "result\n"
+    lines = result.stderr.splitlines()
+    assert "info line" in lines and "warning line" in lines  # the message alone, one a line
+    assert "work" in result.stderr  # the progress bar shares stderr
+    assert logging.getLogger().handlers == before
+
+
+def test_quiet_keeps_warnings_and_drops_info_and_the_bar():
+    result = CliRunner().invoke(noisy, ["--quiet"], catch_exceptions=False)
+    assert result.stderr.splitlines() == ["warning line"]
+
+
+def test_log_level_error_hides_info_and_warnings():
+    result = CliRunner().invoke(noisy, ["--log-level", "ERROR"], catch_exceptions=False)
+    assert "info line" not in result.stderr and "warning line" not in result.stderr
