@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -20,22 +20,24 @@ import yaml
 from flowgrpo.configuration import ConfigError, check, from_dict, to_dict
 from flowgrpo.dsl.fewshot import PromptSpec
 from flowgrpo.operators.custom import check_records
-from flowgrpo.operators.simulation import SimulationParams
+from flowgrpo.operators.executor import ExecutorConfig
 from flowgrpo.plugins import check_plugins
 from flowgrpo.rewards import RewardSpec
 from flowgrpo.trainer.algorithms.losses import LossConfig
 from flowgrpo.trainer.monitoring.health import HealthConfig
 from flowgrpo.trainer.monitoring.trackers import TRACKERS
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "AlgorithmConfig",
     "ConfigError",
+    "ExecutorConfig",
     "LoggingConfig",
     "LoraSettings",
     "ModelConfig",
     "OptimConfig",
     "RolloutConfig",
-    "SimulationSettings",
     "TrainConfig",
     "apply_override",
     "from_dict",
@@ -112,46 +114,6 @@ class LoraSettings:
 
 
 @dataclass(frozen=True)
-class SimulationSettings:
-    """The SIMULATED executor (``rollout.executor: simulated``): not a model. Each operator call
-    succeeds, detects, fixes or votes with documented probabilities; answers still run through
-    the real interpreter, sandbox and checkers (docs/SIMULATED_EXECUTOR.md). Because every
-    workflow's expected accuracy is then known exactly, each metrics line carries ``sim/*``
-    keys (regret against the best workflow). Math tasks only.
-
-    Attributes:
-        seed: seed of every simulated draw (any integer; part of the execution cache key).
-        params: fields of ``operators.simulation.SimulationParams`` that differ from its
-            documented defaults, e.g. ``{review_false_alarm: 0.05}``; a per-difficulty field
-            takes one number, ``[easy, medium, hard]`` or ``{easy: .., medium: .., hard: ..}``.
-            Unknown names are refused at load with the closest one. The same parameters drive
-            the executor and the analytic ``sim/*`` metrics. The saved config.yaml lists all.
-    """
-
-    seed: int = 0
-    params: SimulationParams = field(default_factory=SimulationParams)
-
-    @classmethod
-    def _from_raw(cls, value, path: str) -> SimulationSettings:
-        """From YAML data: ``params`` through ``SimulationParams.from_dict`` (did-you-mean on
-        unknown names), the rest through :func:`from_dict`."""
-        if value is None:
-            value = {}
-        if not isinstance(value, Mapping):
-            raise ConfigError(f"{path.rstrip('.')}: expected a mapping {{seed, params}}")
-        data = dict(value)
-        try:
-            params = SimulationParams.from_dict(data.pop("params", None))
-        except (ValueError, TypeError) as exc:
-            raise ConfigError(f"{path}params: {exc}") from None
-        return dataclasses.replace(from_dict(cls, data, path), params=params)
-
-
-#: Task names whose problems are not math (the simulated executor cannot run them).
-_CODE_TASKS = ("mbpp", "humaneval")
-
-
-@dataclass(frozen=True)
 class RolloutConfig:
     """Sampling and execution of workflows.
 
@@ -167,24 +129,8 @@ class RolloutConfig:
         max_new_tokens: completion budget in tokens (also Dr. GRPO's constant normaliser).
         generate_merged: sample on merged LoRA weights (faster; base weights restored exactly).
         logprob_mode: shared_prompt (prompt computed once per group) or full.
-        execute: run valid workflows with the executor (accuracy/cost rewards); off = validity
-            and diversity only.
-        executor: shared (the policy's base weights, adapter disabled), hf (a separate model),
-            openai (an OpenAI-compatible server) or simulated (the SIMULATED executor of
-            ``simulation``: accuracies come from a model of operators, not from an LLM).
-        simulation: seed and parameters of the simulated executor (:class:`SimulationSettings`;
-            read only when executor is simulated).
-        executor_model / executor_base_url: for hf / openai executors. Any other executor is a
-            backend kind a plugin registered or a dotted path 'pkg.mod:make', called as
-            make(max_new_tokens=..., [base_url=..., model=...]) (the fields that are set).
-        executor_max_calls / executor_max_seconds: per-workflow limits.
-        executor_max_new_tokens: cap on tokens per executor call.
-        executor_timeout_s / executor_max_retries / executor_backoff_s: the openai executor's
-            per-attempt read timeout (seconds; connecting gets min(5, this)), extra attempts after
-            a timeout, dropped connection, HTTP 429 or 5xx, and the first retry delay (doubled
-            per retry up to 8 s, jittered; a 429's Retry-After is honoured up to 60 s). One
-            call fails after at most about (max_retries + 1) x timeout_s plus the delays; its
-            workflow is then unscorable (NaN reward, ``unscorable_rate``), never scored 0.
+        execute: run valid workflows with the executor (the ``executor`` section; accuracy/cost
+            rewards); off = validity and diversity only.
         cache_path: JSONL file for the execution cache (relative to the run dir), or null.
         dynamic_sampling: drop zero-variance groups from the update and replace them with fresh
             problems (DAPO, arXiv 2503.14476), std-based.
@@ -203,16 +149,6 @@ class RolloutConfig:
     generate_merged: bool = True
     logprob_mode: Literal["shared_prompt", "full"] = "shared_prompt"
     execute: bool = True
-    executor: str = "shared"
-    executor_model: str = "default"
-    executor_base_url: str | None = None
-    executor_max_calls: int = 12
-    executor_max_seconds: float = 120.0
-    executor_max_new_tokens: int = 160
-    executor_timeout_s: float = 120.0
-    executor_max_retries: int = 4
-    executor_backoff_s: float = 0.5
-    simulation: SimulationSettings = field(default_factory=SimulationSettings)
     cache_path: str | None = "execution_cache.jsonl"
     dynamic_sampling: bool = True
     max_resample_rounds: int = 1
@@ -240,25 +176,7 @@ class RolloutConfig:
             "rollout.logprob_mode",
             "use shared_prompt or full",
         )
-        check(  # a plugin's backend kind or dotted path is looked up when the run is built
-            isinstance(self.executor, str) and bool(self.executor.strip()),
-            "rollout.executor",
-            "name an executor: shared, hf, openai, simulated, a backend kind or 'pkg.mod:make'",
-        )
-        check(
-            self.executor != "simulated" or self.task.split(":")[0].lower() not in _CODE_TASKS,
-            "rollout.executor",
-            f"the SIMULATED executor models math problems only, not task {self.task!r}; use "
-            "arithmetic or gsm8k:PATH, or another executor",
-        )
         check(self.max_resample_rounds >= 0, "rollout.max_resample_rounds", "must be >= 0")
-        check(self.executor_timeout_s > 0, "rollout.executor_timeout_s", "must be > 0 seconds")
-        check(
-            isinstance(self.executor_max_retries, int) and self.executor_max_retries >= 0,
-            "rollout.executor_max_retries",
-            "must be an integer >= 0 (0 = one attempt, no retry)",
-        )
-        check(self.executor_backoff_s >= 0, "rollout.executor_backoff_s", "must be >= 0 seconds")
 
 
 @dataclass(frozen=True)
@@ -369,7 +287,9 @@ class LoggingConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything a run needs; see each section's docstring. Your own extensions (docs/USAGE.md):
+    """Everything a run needs; see each section's docstring (``executor``: the executor and its
+    budgets, :class:`~flowgrpo.operators.executor.ExecutorConfig`). Your own extensions
+    (docs/USAGE.md):
 
     ``plugins``: modules or .py files imported when the run environment is built, before any
     name is looked up. ``operators``: your operators ``{name, role, domains?, description?,
@@ -384,6 +304,7 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     lora: LoraSettings = field(default_factory=LoraSettings)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     rewards: RewardSpec = field(default_factory=RewardSpec)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -409,6 +330,7 @@ class TrainConfig:
             f"{loss.max_new_tokens} differs from rollout.max_new_tokens={budget}: Dr. GRPO's "
             "normaliser must be the generation budget; leave it unset (derived) or make them equal",
         )
+        self.executor.check_task(self.rollout.task)  # e.g. an executor for math problems only
 
     @property
     def logprob_mode(self) -> str:
@@ -442,6 +364,58 @@ def _free_mapping(keys: list[str]) -> dict | None:
     ):
         return copy.deepcopy(dict(default))
     return None
+
+
+#: Old flat ``rollout`` keys -> their field in the ``executor`` section (read for one release).
+_OLD_KEYS = ExecutorConfig.DEPRECATED_ROLLOUT_KEYS
+
+
+def _deprecated(old: str, new: str, where: str) -> None:
+    logger.warning(
+        "%s: rollout.%s is deprecated and will be removed in the next release; it is read as "
+        "executor.%s (write that instead)", where, old, new,
+    )  # fmt: skip
+
+
+def move_deprecated_keys(data: dict, where: str = "config") -> dict:
+    """Move the old flat ``rollout.executor*`` / ``rollout.simulation`` keys of raw config
+    ``data`` to the ``executor`` section, with a deprecation message naming both keys.
+
+    Setting an old key and its new key to different values is a ``ConfigError``. ``where``
+    (a file name, or ``config``) begins each message. Returns ``data``, changed in place."""
+    rollout = data.get("rollout")
+    if not isinstance(rollout, dict):
+        return data
+    old_keys = [key for key in rollout if key in _OLD_KEYS]
+    if not old_keys:
+        return data
+    section = data.get("executor")
+    if section is None:
+        section = data["executor"] = {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"executor: expected a mapping, got {section!r}")
+    for old in old_keys:
+        new, value = _OLD_KEYS[old], rollout.pop(old)
+        if new in section and section[new] != value:
+            raise ConfigError(
+                f"rollout.{old} (deprecated) = {value!r} and executor.{new} = {section[new]!r} "
+                f"are both set: keep executor.{new} only"
+            )
+        section[new] = value
+        _deprecated(old, new, where)
+    return data
+
+
+def _new_key(assignment: str) -> str:
+    """``--set rollout.<old key>...=v`` as ``executor.<new field>...=v`` (with the message)."""
+    dotted, sep, raw = assignment.partition("=")
+    keys = dotted.strip().split(".")
+    old = keys[1].rstrip(":") if len(keys) > 1 else ""
+    if keys[0] != "rollout" or old not in _OLD_KEYS:
+        return assignment
+    _deprecated(old, _OLD_KEYS[old], "--set")
+    keys[:2] = ["executor", _OLD_KEYS[old] + keys[1][len(old) :]]
+    return ".".join(keys) + sep + raw
 
 
 def apply_override(data: dict, assignment: str) -> None:
@@ -489,8 +463,9 @@ def load_config(path: str | Path | None = None, overrides: tuple[str, ...] = ())
             data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as exc:
             raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+    move_deprecated_keys(data, str(path) if path is not None else "config")
     for assignment in overrides:
-        apply_override(data, assignment)
+        apply_override(data, _new_key(assignment))
     return from_dict(TrainConfig, data)  # data only: plugins are imported by the environment
 
 

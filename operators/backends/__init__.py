@@ -1,8 +1,14 @@
-"""Executor backends by name: ``make_backend("hf" | "openai" | "scripted" | "simulated", **kw)``.
+"""Executor backends by name: ``make_backend("hf" | "openai" | "scripted" | kind, **kw)``.
 
 :data:`BACKENDS` holds factories ``(**kwargs) -> LLM``; ``make_backend("my_pkg.module:factory",
 ...)`` builds a backend from outside flowgrpo by dotted path. Importing this package imports
 neither torch, transformers nor the openai SDK: the backends import them on first use (tested).
+
+Built-in plugins: a module of this package that is not imported with it (``simulated``) is a
+plugin like a user's. :func:`find_backend` (and so :func:`make_backend`) imports the module named
+as the kind asked for, with :func:`flowgrpo.plugins.import_plugin` (what ``plugins:`` uses), when
+no backend of that kind is registered yet; the module registers it. Runs build their executor
+with :func:`flowgrpo.operators.executor.build_executor`.
 
 Not handled here: validating the keyword arguments (each backend does that itself and raises a
 clear ``ValueError``/``TypeError``).
@@ -10,14 +16,17 @@ clear ``ValueError``/``TypeError``).
 
 from __future__ import annotations
 
+import difflib
+import pkgutil
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from flowgrpo.operators.backends.hf import HFBackend
 from flowgrpo.operators.backends.openai_http import OpenAIBackend
 from flowgrpo.operators.backends.scripted import ScriptedBackend
-from flowgrpo.operators.backends.simulated import make_simulated
 from flowgrpo.operators.llm import LLM
+from flowgrpo.plugins import import_plugin
 from flowgrpo.registry import Registry
 
 BackendFactory = Callable[..., LLM]
@@ -32,16 +41,41 @@ def register_backend(kind: str, factory: BackendFactory) -> BackendFactory:
 
 
 def available_backends() -> tuple[str, ...]:
-    """The registered backend kinds, sorted."""
-    return BACKENDS.names()
+    """The backend kinds: registered ones and built-in plugins not imported yet, sorted."""
+    return tuple(sorted({*BACKENDS.names(), *_plugin_kinds()}))
+
+
+def _plugin_kinds() -> tuple[str, ...]:
+    """Modules of this package not imported yet: built-in plugins, named as their kind."""
+    return tuple(
+        m.name for m in pkgutil.iter_modules(__path__) if f"{__name__}.{m.name}" not in sys.modules
+    )
+
+
+def find_backend(kind: str) -> BackendFactory:
+    """The factory of backend ``kind``: a registered kind, a dotted path (imported), or a
+    built-in plugin, imported now (see the module docstring).
+
+    Raises ``ValueError`` naming the available kinds when ``kind`` is none of them.
+    """
+    if isinstance(kind, str) and kind not in BACKENDS and kind in _plugin_kinds():
+        import_plugin(f"{__name__}.{kind}")
+    if kind in BACKENDS or (isinstance(kind, str) and ":" in kind):
+        return BACKENDS.get(kind)
+    close = difflib.get_close_matches(str(kind), available_backends(), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(
+        f"unknown executor backend {kind!r}{hint}; choose one of: "
+        f"{', '.join(available_backends())}, or a dotted path 'package.module:function'"
+    )
 
 
 def make_backend(kind: str, **kwargs: Any) -> LLM:
-    """Build the executor backend ``kind`` (a registered kind or a dotted path) with ``kwargs``.
+    """Build the executor backend ``kind`` (see :func:`find_backend`) with ``kwargs``.
 
-    Raises ``ValueError`` naming the registered kinds when ``kind`` is unknown.
+    Raises ``ValueError`` naming the available kinds when ``kind`` is unknown.
     """
-    return BACKENDS.get(kind)(**kwargs)
+    return find_backend(kind)(**kwargs)
 
 
 def _make_hf(**kwargs: Any) -> LLM:
@@ -54,6 +88,12 @@ def _make_hf(**kwargs: Any) -> LLM:
 register_backend("hf", _make_hf)
 register_backend("openai", OpenAIBackend)
 register_backend("scripted", ScriptedBackend)
-register_backend("simulated", make_simulated)  # a SIMULATED executor, not a model
 
-__all__ = ["BACKENDS", "BackendFactory", "available_backends", "make_backend", "register_backend"]
+__all__ = [
+    "BACKENDS",
+    "BackendFactory",
+    "available_backends",
+    "find_backend",
+    "make_backend",
+    "register_backend",
+]

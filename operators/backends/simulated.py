@@ -1,272 +1,53 @@
-"""The SIMULATED executor: a stand-in for an executor LLM with known, documented probabilities.
+"""The simulation plugin: registers the SIMULATED executor and its ``sim/*`` metrics hook.
 
-Not a model. Each operator call succeeds, detects, fixes or votes with the probabilities of
-:class:`~operators.simulation.SimulationParams` (rules in :mod:`operators.simulation.model`),
-and the backend writes text in exactly the form the real operator parses: Programmer gets a
-```python block whose ``solve()`` returns the chosen answer (the real sandbox runs it), Review a
-PASS/FAIL verdict, the ensemblers a letter, the others a solution ending in its final answer.
-Answers then flow through the real interpreter, sandbox and checkers. A wrong answer is a
-plausible wrong number (the reference plus or minus a small offset), never the reference.
-
-Why: the CPU default executor (SmolLM2-135M) is right on about 2 in 24 problems, so RL cannot
-show that it learns to pick better workflows; here the expected accuracy of every workflow is
-known exactly (:func:`operators.simulation.analyze`), so a run can report its regret.
-
-Determinism: each draw hashes (seed, problem id, operator, the call's index in its run, the
-prompt) and the problem's latent class hashes (seed, problem id, question): fixed seed, fixed
-results, however requests are batched or ordered. The call index comes from
-:class:`~operators.llm.RequestContext`, which the operators attach to every request.
-
-Not handled: code problems (CustomCodeGenerate, Test) and QA; such requests, and requests
-without a context, get an error result (the run is unscorable). Token counts are whitespace
-word counts.
+A plugin like any user's (``plugins:``; docs/USAGE.md), through the same extension points: it
+registers backend ``"simulated"`` (:func:`~flowgrpo.operators.backends.register_backend`) and
+the metrics hook ``"sim"`` (:func:`~flowgrpo.metrics_hooks.register_metrics_hook`) when
+imported. Nobody needs to name it in ``plugins:``: ``executor.kind: simulated`` imports it on
+first use, as any built-in plugin module ``flowgrpo.operators.backends.<kind>`` is
+(:func:`~flowgrpo.operators.backends.find_backend`, with :func:`flowgrpo.plugins.import_plugin`).
+The simulation itself is the package :mod:`flowgrpo.operators.simulation`
+(docs/SIMULATED_EXECUTOR.md); this module also re-exports the names a user of the plugin needs
+(importing them from here registers the plugin).
 """
 
 from __future__ import annotations
 
-import hashlib
-import logging
-import math
-import re
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from flowgrpo.metrics_hooks import register_metrics_hook
+from flowgrpo.operators.backends import register_backend
+from flowgrpo.operators.simulation.executor import (
+    CRASH,
+    REVIEW_FAIL,
+    REVIEW_PASS,
+    NotSimulated,
+    SimulatedExecutor,
+    make_simulated,
+)
+from flowgrpo.operators.simulation.metrics import (
+    SIM_HOOK,
+    SIM_KEYS,
+    SIMULATED,
+    RegretSettings,
+    regret_settings,
+    simulated_summary,
+    simulation_metrics,
+)
 
-from flowgrpo.operators.checkers import check_answer, extract_number
-from flowgrpo.operators.llm import GenerationRequest, GenerationResult
-from flowgrpo.operators.simulation import model
-from flowgrpo.operators.simulation.params import Probs, SimulationParams
+register_backend("simulated", make_simulated)  # a SIMULATED executor, not a model
+register_metrics_hook("sim", SIM_HOOK)
 
-logger = logging.getLogger(__name__)
-
-Chooser = Callable[[Sequence[float], tuple], int]
-"""``chooser(weights, key) -> outcome index``: how a draw is made (default: hash of the key)."""
-
-REVIEW_PASS = "PASS: (simulated review) every step and the final answer check out."
-REVIEW_FAIL = "FAIL: (simulated review) the final answer does not follow; recheck each step."
-CRASH = "simulated bug in the generated program"
-_OFFSETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 20)
-_CANDIDATE = re.compile(r"\n\n\(([A-Z])\) ?")
-
-
-class NotSimulated(Exception):
-    """A request the simulation cannot answer (becomes an error result, never raised out)."""
-
-
-class SimulatedExecutor:
-    """The SIMULATED executor backend (registered as ``"simulated"``).
-
-    Args:
-        params: a :class:`SimulationParams`, a mapping for :meth:`SimulationParams.from_dict`,
-            or None for the defaults.
-        seed: any integer; part of every draw and of ``settings_key``.
-        chooser: how draws are made; default hashes the draw's key. Exact enumeration
-            (:func:`operators.simulation.exact.enumerate_exact`) replaces it.
-        latent: force every problem's latent class (exact enumeration); None draws it per
-            problem from ``params.latent_shares``.
-    """
-
-    def __init__(
-        self,
-        params: SimulationParams | Mapping[str, Any] | None = None,
-        seed: int = 0,
-        chooser: Chooser | None = None,
-        latent: int | None = None,
-    ) -> None:
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"SimulatedExecutor seed must be an integer, got {seed!r}")
-        self.params = SimulationParams.from_dict(params)
-        self.seed = seed
-        self.chooser = chooser or _hash_chooser
-        self.latent = latent
-        self.settings_key = f"simulated:seed={seed}:params={self.params.digest()}"
-        if latent is not None:
-            self.settings_key += f":latent={latent}"
-        self.requests = 0
-        logger.info("SIMULATED executor (no model): seed %d, params %s", seed, self.params.digest())
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
-        """One result per request, in order; unsimulated requests get an error result."""
-        self.requests += len(requests)
-        return [self._result(request) for request in requests]
-
-    def _result(self, request: GenerationRequest) -> GenerationResult:
-        prompt_tokens = sum(len(m.content.split()) for m in request.messages)
-        try:
-            text = self._respond(request)
-        except NotSimulated as exc:
-            logger.warning("SIMULATED executor cannot answer: %s", exc)
-            return GenerationResult("", prompt_tokens, error=f"SIMULATED executor: {exc}")
-        return GenerationResult(text, prompt_tokens, completion_tokens=len(text.split()))
-
-    def _respond(self, request: GenerationRequest) -> str:
-        context = request.context
-        if context is None:
-            raise NotSimulated(
-                "the request has no RequestContext (only operator calls are simulated)"
-            )
-        problem = context.problem
-        if problem.domain != "math":
-            raise NotSimulated(f"{problem.domain} problems are not simulated (math only)")
-        handler = _HANDLERS.get(context.op)
-        if handler is None:
-            raise NotSimulated(f"operator {context.op} is not simulated")
-        level = self.params.difficulty(problem.meta.get("difficulty"))
-        latent = self.latent
-        if latent is None:
-            latent = model.latent_of(self.params, self.seed, problem.id, problem.question)
-        prompt = request.messages[-1].content
-        digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:16]
-        call = _Call(self, problem, self.params.probs(level, latent), prompt, context, digest)
-        return handler(call)
-
-
-def _hash_chooser(weights: Sequence[float], key: tuple) -> int:
-    return model.choose(weights, model.unit_draw(*key))
-
-
-class _Call:
-    """One request being answered: the problem, its probabilities and the parsed prompt."""
-
-    def __init__(self, sim: SimulatedExecutor, problem, probs: Probs, prompt: str, ctx, digest):
-        self.sim, self.problem, self.probs, self.prompt = sim, problem, probs, prompt
-        self.key = (sim.seed, problem.id, ctx.op, ctx.call, digest)
-        self.reference = extract_number(problem.answer)
-        if self.reference is None:
-            raise NotSimulated(f"problem {problem.id} has no numeric reference answer")
-        marker = f"Problem:\n{problem.question.strip()}"
-        start = prompt.find(marker)
-        if start < 0:
-            raise NotSimulated("the prompt does not show the problem in the operators' format")
-        self.tail = prompt[start + len(marker) :]
-
-    def draw(self, weights: Sequence[float], label: str = "") -> int:
-        return self.sim.chooser(weights, (*self.key, label))
-
-    def unit(self, label: str) -> float:
-        return model.unit_draw(*self.key, label)
-
-    # ------------------------------------------------------------------ the prompt
-
-    def solution_and_feedback(self) -> tuple[str | None, str | None]:
-        """The current solution and feedback sections of the prompt (None when absent)."""
-        tail, feedback = self.tail, None
-        head, sep, rest = tail.partition("\n\nFeedback:\n")
-        if sep:
-            tail, feedback = head, rest
-        prefix = "\n\nCurrent solution:\n"
-        solution = tail[len(prefix) :] if tail.startswith(prefix) else None
-        return solution, feedback
-
-    def klass(self, solution: str | None) -> int:
-        """NONE, RIGHT or WRONG, by the real checker."""
-        if not solution:
-            return model.NONE
-        return model.RIGHT if check_answer(self.problem, solution).correct else model.WRONG
-
-    def candidates(self) -> list[str]:
-        parts = _CANDIDATE.split(self.tail)
-        return [text.strip() for text in parts[2::2]]
-
-    # ------------------------------------------------------------------ answers
-
-    def value(self, right: bool, label: str = "value") -> str:
-        """The right answer, or a plausible wrong one (reference +- a small offset)."""
-        if right:
-            return _number(self.reference)
-        u = self.unit(label)
-        offset = _OFFSETS[int(u * len(_OFFSETS))]
-        scale = 10 ** max(0, int(math.log10(abs(self.reference) or 1)) - 2)
-        sign = (
-            -1 if self.unit(label + "-sign") < 0.5 and self.reference - offset * scale >= 0 else 1
-        )
-        wrong = self.reference + sign * offset * scale
-        while check_answer(self.problem, _number(wrong)).correct:  # a loose tolerance: go further
-            offset *= 2
-            wrong = self.reference + offset * scale
-        return _number(wrong)
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
-def _text(call: _Call, right: bool, lead: str) -> str:
-    return f"(simulated executor) {lead}\nThe final answer is {call.value(right)}."
-
-
-# --------------------------------------------------------------------------- operators
-
-
-def _custom(call: _Call) -> str:
-    solution, _ = call.solution_and_feedback()
-    shown = call.klass(solution) if solution else None
-    p = model.custom_right(call.probs, shown)
-    return _text(call, call.draw([p, 1 - p]) == 0, "Working through the problem step by step.")
-
-
-def _answer_generate(call: _Call) -> str:
-    p = call.probs.answer_generate_correct
-    right = call.draw([p, 1 - p]) == 0
-    lead = "(simulated executor) Thought: combine the quantities in order."
-    return f"{lead}\nAnswer: {call.value(right)}"
-
-
-def _programmer(call: _Call) -> str:
-    outcome = call.draw(model.programmer_weights(call.probs))
-    body = f'raise ValueError("{CRASH}")' if outcome == 0 else f"return {call.value(outcome == 1)}"
-    return f"```python\n# simulated executor\ndef solve():\n    {body}\n```"
-
-
-def _review(call: _Call) -> str:
-    solution, _ = call.solution_and_feedback()
-    p = model.review_fail(call.probs, call.klass(solution))
-    return REVIEW_FAIL if call.draw([p, 1 - p]) == 0 else REVIEW_PASS
-
-
-def _revise(call: _Call) -> str:
-    solution, feedback = call.solution_and_feedback()
-    critique = bool(feedback) and feedback.startswith("FAIL")
-    p = model.revise_right(call.probs, call.klass(solution), critique)
-    return _text(call, call.draw([p, 1 - p]) == 0, "Revised solution after the feedback.")
-
-
-def _format(call: _Call) -> str:
-    """Keeps the answer: the solution's own final number (a NONE solution: a wrong number)."""
-    solution, _ = call.solution_and_feedback()
-    number = extract_number(solution) if solution else None
-    return call.value(False) if number is None else _number(number)
-
-
-def _ensemble(call: _Call) -> str:
-    candidates = call.candidates()
-    right = [call.klass(c) == model.RIGHT for c in candidates]
-    if not candidates:
-        raise NotSimulated("no candidates in the ensemble prompt")
-    index = call.draw(model.candidate_weights(right, call.probs.ensemble_tie_skill))
-    return chr(65 + index)
-
-
-_HANDLERS: dict[str, Callable[[_Call], str]] = {
-    "Custom": _custom,
-    "AnswerGenerate": _answer_generate,
-    "Programmer": _programmer,
-    "Review": _review,
-    "Revise": _revise,
-    "Format": _format,
-    "ScEnsemble": _ensemble,
-    "MdEnsemble": _ensemble,
-}
-
-
-def make_simulated(**kwargs: Any) -> SimulatedExecutor:
-    """The factory registered as backend ``"simulated"``: ``params`` (mapping) and ``seed``."""
-    unknown = sorted(set(kwargs) - {"params", "seed"})
-    if unknown:
-        raise ValueError(
-            f"the simulated executor takes 'params' and 'seed', not {unknown}; put "
-            "probabilities under 'params'"
-        )
-    return SimulatedExecutor(kwargs.get("params"), seed=kwargs.get("seed", 0))
-
-
-__all__ = ["NotSimulated", "SimulatedExecutor", "make_simulated"]
+__all__ = [
+    "CRASH",
+    "REVIEW_FAIL",
+    "REVIEW_PASS",
+    "SIMULATED",
+    "SIM_HOOK",
+    "SIM_KEYS",
+    "NotSimulated",
+    "RegretSettings",
+    "SimulatedExecutor",
+    "make_simulated",
+    "regret_settings",
+    "simulated_summary",
+    "simulation_metrics",
+]

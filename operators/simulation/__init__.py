@@ -13,7 +13,7 @@ computes, for any valid math workflow:
   :func:`regret` = best expected reward in the space minus a workflow's;
 * :func:`operators.simulation.exact.enumerate_exact`: the same numbers by enumerating every
   outcome of the REAL interpreter run (exponential; a cross-check of :func:`analyze`; not
-  imported here because it imports the backend, which imports this package).
+  imported here: it runs the real interpreter, which this package does not need).
 
 See docs/SIMULATED_EXECUTOR.md. It is a simulation: never report its numbers as a model's.
 """

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flowgrpo.dsl import Workflow
-from flowgrpo.operators.backends.simulated import CRASH, SimulatedExecutor
 from flowgrpo.operators.interpreter import Limits, run_workflows
 from flowgrpo.operators.sandbox import ExecResult
+from flowgrpo.operators.simulation.executor import CRASH, SimulatedExecutor
 from flowgrpo.operators.simulation.model import latent_classes
 from flowgrpo.operators.simulation.params import SimulationParams
 from flowgrpo.operators.tasks.base import Problem

@@ -1,4 +1,4 @@
-"""Config of the SIMULATED executor (rollout.executor/simulation) and of model.init_adapter."""
+"""Config of the SIMULATED executor (executor.kind/simulation) and of model.init_adapter."""
 
 import pytest
 
@@ -15,8 +15,8 @@ from flowgrpo.trainer.loop.environment import build_environment
 
 def test_defaults():
     cfg = TrainConfig()
-    assert cfg.rollout.simulation.seed == 0
-    assert cfg.rollout.simulation.params.review_false_alarm == 0.10  # the documented default
+    assert cfg.executor.simulation.seed == 0
+    assert cfg.executor.simulation.params.review_false_alarm == 0.10  # the documented default
     assert cfg.model.init_adapter is None
 
 
@@ -24,15 +24,15 @@ def test_simulated_executor_with_params_in_any_per_difficulty_form():
     cfg = load_config(
         None,
         (
-            "rollout.executor=simulated",
-            "rollout.simulation.seed=7",
-            "rollout.simulation.params.review_false_alarm=0.05",
-            "rollout.simulation.params.programmer_correct=[0.9, 0.8, 0.6]",
-            "rollout.simulation.params.custom_correct={easy: 0.7, medium: 0.6, hard: 0.5}",
+            "executor.kind=simulated",
+            "executor.simulation.seed=7",
+            "executor.simulation.params.review_false_alarm=0.05",
+            "executor.simulation.params.programmer_correct=[0.9, 0.8, 0.6]",
+            "executor.simulation.params.custom_correct={easy: 0.7, medium: 0.6, hard: 0.5}",
         ),
     )
-    sim = cfg.rollout.simulation
-    assert cfg.rollout.executor == "simulated" and sim.seed == 7
+    sim = cfg.executor.simulation
+    assert cfg.executor.kind == "simulated" and sim.seed == 7
     assert sim.params.review_false_alarm == 0.05
     assert sim.params.programmer_correct == (0.9, 0.8, 0.6)
     assert sim.params.custom_correct == (0.7, 0.6, 0.5)
@@ -42,25 +42,25 @@ def test_simulated_executor_with_params_in_any_per_difficulty_form():
 def test_simulation_section_round_trips_through_the_saved_config(tmp_path):
     cfg = load_config(
         "configs/tiny-known-optimum.yaml",
-        ("rollout.simulation.params.revise_fix=0.3", "model.init_adapter=some/adapter"),
+        ("executor.simulation.params.revise_fix=0.3", "model.init_adapter=some/adapter"),
     )
     save_config(cfg, tmp_path / "config.yaml")
     assert load_config(tmp_path / "config.yaml") == cfg
     assert from_dict(TrainConfig, to_dict(cfg)) == cfg
-    saved = to_dict(cfg)["rollout"]["simulation"]["params"]
+    saved = to_dict(cfg)["executor"]["simulation"]["params"]
     assert saved["revise_fix"] == {"easy": 0.3, "medium": 0.3, "hard": 0.3}  # every field saved
 
 
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("rollout.simulation.params.revew_detect=0.5", "did you mean 'review_detect'"),
-        ("rollout.simulation.params.review_detect=1.5", "rollout.simulation.params"),
-        ("rollout.simulation.params.latent_shares=[0.5, 0.2, 0.2]", "sum to 1"),
-        ("rollout.simulation.sed=1", "did you mean 'seed'"),
-        ("rollout.simulation.seed=abc", "rollout.simulation.seed: expected an integer"),
-        ("rollout.simulation=3", "rollout.simulation: expected a mapping"),
-        ("rollout.executor=simulatd", "rollout.executor: .*simulated"),
+        ("executor.simulation.params.revew_detect=0.5", "did you mean 'review_detect'"),
+        ("executor.simulation.params.review_detect=1.5", "executor.simulation.params"),
+        ("executor.simulation.params.latent_shares=[0.5, 0.2, 0.2]", "sum to 1"),
+        ("executor.simulation.sed=1", "did you mean 'seed'"),
+        ("executor.simulation.seed=abc", "executor.simulation.seed: expected an integer"),
+        ("executor.simulation=3", "executor.simulation: expected a mapping"),
+        ("executor.kind=simulatd", "executor.kind: .*simulated"),
         ("model.init_adapter=''", "model.init_adapter"),
     ],
 )
@@ -71,14 +71,14 @@ def test_bad_simulation_settings_name_the_field_and_the_fix(override, message):
 
 def test_code_tasks_cannot_use_the_simulated_executor():
     with pytest.raises(ConfigError, match="math problems only"):
-        load_config(None, ("rollout.executor=simulated", "rollout.task=mbpp:data.jsonl"))
-    load_config(None, ("rollout.executor=simulated", "rollout.task=gsm8k:test"))  # math: fine
+        load_config(None, ("executor.kind=simulated", "rollout.task=mbpp:data.jsonl"))
+    load_config(None, ("executor.kind=simulated", "rollout.task=gsm8k:test"))  # math: fine
 
 
 def test_known_optimum_configs_use_the_simulated_executor():
     for name in ("configs/known-optimum.yaml", "configs/tiny-known-optimum.yaml"):
         cfg = load_config(name)
-        assert cfg.rollout.executor == "simulated" and cfg.rollout.num_generations == 8
+        assert cfg.executor.kind == "simulated" and cfg.rollout.num_generations == 8
         assert cfg.rewards.weights["accuracy"] == max(cfg.rewards.weights.values())
     assert load_config("configs/known-optimum.yaml").model.init_adapter == "runs/format-sft/adapter"
     assert load_config("configs/tiny-known-optimum.yaml").model.init_adapter is None

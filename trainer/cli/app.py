@@ -102,9 +102,10 @@ def validate_cmd(workflows, files, do_extract, domain, operators_file, as_json) 
 @click.option(
     "--executor",
     default=None,
-    type=click.Choice(["hf", "openai"]),
-    help="hf: in-process model; openai: an OpenAI-compatible server. [default: hf; with "
-    "--checkpoint the run's executor]",
+    metavar="KIND",
+    help="Sets executor.kind: hf (an in-process model), openai (an OpenAI-compatible server), "
+    "shared (with --checkpoint: the run's base model) or a backend kind (a plugin's). "
+    "[default: hf; with --checkpoint the run's executor.kind]",
 )
 @click.option(
     "--model",
@@ -139,18 +140,18 @@ def validate_cmd(workflows, files, do_extract, domain, operators_file, as_json) 
 @click.option(
     "--executor-max-new-tokens",
     type=click.IntRange(min=1),
-    help="Tokens per executor call. [default: the backend's; with --checkpoint the run's "
-    "rollout.executor_max_new_tokens]",
+    help="Tokens per executor call (executor.max_new_tokens). [default: 160; with --checkpoint "
+    "the run's]",
 )
 @output_options
 def run_cmd(**options) -> None:
     """Run WORKFLOW on problems of a task with an executor LLM and show trace and score.
 
-    With --checkpoint, the run's config.yaml gives the defaults: the executor (rollout.executor:
-    shared = the run's base model, model.name_or_path/gguf_file/dtype; hf = executor_model;
-    openai = executor_model/executor_base_url; simulated), rollout.executor_max_new_tokens and
-    the per-workflow limits rollout.executor_max_calls/executor_max_seconds. Options given
-    override them.
+    The executor is an ``executor`` config section: the defaults (kind hf), or with
+    --checkpoint the run's (kind shared = the run's base model, model.name_or_path/gguf_file/
+    dtype; hf = executor.model; openai = executor.model/base_url, with its timeout_s,
+    max_retries and backoff_s; any other kind), with its token budget and per-workflow limits
+    (executor.max_calls, max_seconds). Options given override its fields.
 
     \b
     Example:
@@ -297,14 +298,16 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
 @click.option(
     "--executor",
     default=None,
-    type=click.Choice(["hf", "openai", "simulated"]),
-    help="hf: the base weights in-process; openai: an OpenAI-compatible server; simulated: the "
-    "SIMULATED executor (operators/simulation; the run's rollout.simulation, else defaults), "
-    "which also reports the analytic expected accuracy and regret of the workflows written. "
-    "[default: hf; with --adapter the run's rollout.executor]",
+    metavar="KIND",
+    help="Sets executor.kind: hf (the base weights in-process), openai (an OpenAI-compatible "
+    "server) or a backend kind (a plugin's, whose metrics hooks report too, e.g. sim/*). "
+    "[default: hf; with --adapter the run's executor.kind]",
 )
-@click.option("--base-url", help="openai executor: server URL (or FLOWGRPO_EXECUTOR_BASE_URL).")
-@click.option("--executor-model", help="openai executor: served model name.")
+@click.option(
+    "--base-url",
+    help="executor.base_url: the openai server URL (or FLOWGRPO_EXECUTOR_BASE_URL).",
+)
+@click.option("--executor-model", help="executor.model: the openai executor's served model name.")
 @click.option("--no-execute", is_flag=True, help="Only validity/diversity; do not run workflows.")
 @click.option(
     "--json",
@@ -337,8 +340,8 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
 @click.option(
     "--executor-max-new-tokens",
     type=click.IntRange(min=1),
-    help="Tokens per executor call. [default: 160; with --adapter the run's "
-    "rollout.executor_max_new_tokens]",
+    help="Tokens per executor call (executor.max_new_tokens). [default: 160; with --adapter "
+    "the run's]",
 )
 @output_options
 def eval_cmd(**options) -> None:
@@ -349,10 +352,10 @@ def eval_cmd(**options) -> None:
 
     A checkpoint is evaluated as trained: with --adapter, the run's config.yaml gives the
     defaults of the base model (model.name_or_path, gguf_file, dtype; tiny-random's seed),
-    the workflow budget and sampling (rollout.max_new_tokens, temperature, top_p), the executor
-    (rollout.executor and its settings) with its token budget (rollout.executor_max_new_tokens)
-    and per-workflow limits (rollout.executor_max_calls, executor_max_seconds). Options given
-    override them.
+    the workflow budget and sampling (rollout.max_new_tokens, temperature, top_p) and the
+    ``executor`` section: the executor (executor.kind and its settings: model, base_url,
+    timeout_s, max_retries, backoff_s), its token budget (executor.max_new_tokens) and
+    per-workflow limits (executor.max_calls, max_seconds). Options given override its fields.
 
     \b
     Examples:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -14,7 +15,7 @@ import click
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from flowgrpo.operators.backends import make_backend
+from flowgrpo.operators.executor import ExecutorConfig, build_executor
 from flowgrpo.operators.tasks import load_task
 
 EXIT_USAGE = 2
@@ -127,25 +128,38 @@ def load_problems(task: str, n: int, seed: int, split: str):
         fail(str(exc))
 
 
-def make_executor(
-    executor: str,
-    model: str,
-    base_url: str | None,
-    *,
-    device: str = "cpu",
-    dtype: str = "float32",
+def executor_section(
+    base: ExecutorConfig | None,
+    kind: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
     max_new_tokens: int | None = None,
-):
-    """The executor backend for ``--executor/--model/--base-url`` (``--device``/``--dtype`` for
-    an in-process model), errors turned into messages."""
-    budget = {} if max_new_tokens is None else {"max_new_tokens": max_new_tokens}
+) -> ExecutorConfig:
+    """The executor section a command runs with: ``base`` (a run's ``executor`` section, or the
+    defaults) with each option given overriding its field (``--executor`` sets ``kind``). A
+    different kind drops the base's ``model`` and ``base_url`` (they name that kind's model
+    and server) unless given; budgets, limits, timeouts and retries stay."""
+    section = base if base is not None else ExecutorConfig()
+    changes: dict = {}
+    if kind is not None and kind != section.kind:
+        changes |= {"kind": kind, "model": "default", "base_url": None}
+    changes |= {"model": model} if model is not None else {}
+    changes |= {"base_url": base_url} if base_url is not None else {}
+    changes |= {"max_new_tokens": max_new_tokens} if max_new_tokens is not None else {}
     try:
-        if executor == "openai":
-            kwargs = {"base_url": base_url, **budget}
-            if model != "default":
-                kwargs["model"] = model
-            return make_backend("openai", **kwargs)
-        status(f"loading executor model {model!r} ({dtype}, {device}) ...")
-        return make_backend("hf", name_or_path=model, device=device, dtype=dtype, **budget)
+        return dataclasses.replace(section, **changes)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def build_cli_executor(section: ExecutorConfig, model=None, tokenizer=None, **where):
+    """:func:`~flowgrpo.operators.executor.build_executor` (``where``: device, dtype of an hf
+    model), its errors turned into one-line messages; loading an hf model says so first."""
+    try:
+        if section.kind == "hf":
+            where.setdefault("dtype", "float32")
+            status(f"loading executor model {section.model!r} ({where['dtype']}, "
+                   f"{where.get('device', 'cpu')}) ...")  # fmt: skip
+        return build_executor(section, model, tokenizer, **where)
     except (ValueError, FileNotFoundError, OSError, ImportError) as exc:
         fail(str(exc))

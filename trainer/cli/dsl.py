@@ -11,12 +11,13 @@ import click
 
 from flowgrpo.dsl import OperatorTable, extract, validate
 from flowgrpo.dsl.render import format_report, report_to_dict
-from flowgrpo.operators.backends.hf import HFBackend
-from flowgrpo.operators.interpreter import Limits, describe, run_workflows
+from flowgrpo.operators.executor import ExecutorConfig
+from flowgrpo.operators.interpreter import describe, run_workflows
 from flowgrpo.trainer.cli.common import (
+    build_cli_executor,
+    executor_section,
     fail,
     load_problems,
-    make_executor,
     progress,
     resolve_device,
     status,
@@ -129,39 +130,25 @@ def run_workflow_command(
 
 
 def executor_of(run, executor, model, base_url, device: str, dtype, budget):
-    """(executor, Limits or None) for ``flowgrpo run``: the options', or with a run (its
-    TrainConfig) the run's executor, token budget and limits unless the options say otherwise."""
+    """(executor, Limits) for ``flowgrpo run``: the run's ``executor`` section (the defaults
+    without ``--checkpoint``) with the options overriding its fields (``--executor`` its kind,
+    ``--model``, ``--base-url``, ``--executor-max-new-tokens``), built by the one builder."""
+    base = run.executor if run is not None else ExecutorConfig(kind="hf")
+    if run is not None and executor == "hf" and model is None:
+        model = run.model.name_or_path  # a separate copy of the run's base model
+    section = executor_section(base, executor, model, base_url, budget)
+    dtype = dtype or (run.model.dtype if run is not None else "float32")
+    if section.kind != "shared":
+        return build_cli_executor(section, device=device, dtype=dtype)
     if run is None:
-        llm = make_executor(
-            executor or "hf", model or "default", base_url,
-            device=device, dtype=dtype or "float32", max_new_tokens=budget,
-        )  # fmt: skip
-        return llm, None
-    r = run.rollout
-    limits = Limits(max_llm_calls=r.executor_max_calls, max_seconds=r.executor_max_seconds)
-    budget = budget or r.executor_max_new_tokens
-    if executor is not None:
-        name = model or (run.model.name_or_path if executor == "hf" else "default")
-        llm = make_executor(
-            executor, name, base_url,
-            device=device, dtype=dtype or run.model.dtype, max_new_tokens=budget,
-        )  # fmt: skip
-        return llm, limits
-    try:
-        if r.executor == "shared":  # the run's base model, as in training (adapter disabled)
-            spec = ModelSpec.of_run(run, model, dtype)
-            status(f"loading the run's base model {spec.name_or_path!r} as executor ...")
-            base, tokenizer = load_base_model(spec, device)
-            name = f"shared:{spec.name_or_path}"
-            return HFBackend(base, tokenizer, max_new_tokens=budget, name=name), limits
-        # heavy: torch (the training setup builds the run's executor); `validate` skips it
-        from flowgrpo.trainer.loop.setup import executor as run_executor
-
-        rollout = dataclasses.replace(r, execute=True, executor_max_new_tokens=budget)
-        llm, _ = run_executor(dataclasses.replace(run, rollout=rollout), None, None)
-        return llm, limits
+        fail("--executor shared runs a run's base model: give --checkpoint, or use hf")
+    try:  # the run's base model, as in training (adapter disabled)
+        spec = ModelSpec.of_run(run, model, dtype)
+        status(f"loading the run's base model {spec.name_or_path!r} as executor ...")
+        base_model, tokenizer = load_base_model(spec, device)
     except (ValueError, FileNotFoundError, OSError, ImportError) as exc:
         fail(str(exc))
+    return build_cli_executor(section, base_model, tokenizer)
 
 
 def _print_run(problem, result, trace: bool, as_json: bool) -> None:

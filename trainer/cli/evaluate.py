@@ -1,8 +1,9 @@
 """Body of ``flowgrpo eval``: evaluate a checkpoint or the base model, or compare two results.
 
 A checkpoint is evaluated as trained: its run's config.yaml gives the defaults of the base
-model, the workflow budget and sampling, and the executor with its budgets and limits
-(options given override them; see ``flowgrpo eval --help``).
+model, the workflow budget and sampling, and the ``executor`` section (the executor with its
+budgets, limits, timeouts and retries; options given override its fields; see
+``flowgrpo eval --help``).
 """
 
 from __future__ import annotations
@@ -13,10 +14,14 @@ from pathlib import Path
 
 import click
 
-from flowgrpo.operators.backends import make_backend
-from flowgrpo.operators.backends.hf import HFBackend
-from flowgrpo.operators.interpreter import Limits
-from flowgrpo.trainer.cli.common import fail, progress, resolve_device, status
+from flowgrpo.trainer.cli.common import (
+    build_cli_executor,
+    executor_section,
+    fail,
+    progress,
+    resolve_device,
+    status,
+)
 from flowgrpo.trainer.reports.evaluate import (
     ModelSpec,
     evaluate,
@@ -25,9 +30,6 @@ from flowgrpo.trainer.reports.evaluate import (
     settings_of_run,
 )
 from flowgrpo.trainer.reports.evaluate import compare as compare_results
-
-#: The executor's token budget without a run to take it from.
-DEFAULT_EXECUTOR_TOKENS = 160
 
 
 def run_config_of(checkpoint: str | None):
@@ -80,15 +82,16 @@ def eval_command(*, adapter, base, compare: tuple[str, str] | None, **options) -
         )  # fmt: skip
         status(f"loading {spec.name_or_path!r} ({spec.dtype}, {device}) ...")
         policy, tokenizer, described = load_for_eval(adapter, spec, device)
-        llm, limits = eval_executor(run, policy, tokenizer, settings.execute, o)
-        simulation = eval_simulation(run, o)  # SIMULATED executor: analytic numbers too
+        config = eval_config(run, o)  # the run's executor section, with the options
+        llm, limits = eval_executor(config, policy, tokenizer, settings.execute, device)
+        hooks = eval_hooks(config)  # plugins' metrics hooks, as in training
     except (ValueError, FileNotFoundError, OSError, ImportError) as exc:
         fail(str(exc))
     with progress(total=o["n"], desc="eval", unit="problem") as bar:
         try:
             result = evaluate(
                 policy, tokenizer, settings, llm, limits, progress=bar.update,
-                simulation=simulation, prompt=prompt,
+                hooks=hooks, prompt=prompt,
             )  # fmt: skip
         except (ValueError, FileNotFoundError) as exc:
             fail(str(exc))
@@ -106,64 +109,32 @@ def eval_command(*, adapter, base, compare: tuple[str, str] | None, **options) -
     click.echo(json.dumps(result, indent=2) if json_out == "-" else format_eval(result))
 
 
-def simulated_config(run):
-    """The run's TrainConfig (or the defaults) with ``rollout.executor: simulated``: its
-    ``rollout.simulation`` section, call budget and reward trade-off are what eval uses."""
+def eval_config(run, o: dict):
+    """The run's TrainConfig (or the defaults) with its ``executor`` section as the options
+    override it (``--executor`` sets the kind; hf: the policy's base weights in-process)."""
     # heavy: torch (trainer.config imports the losses); `flowgrpo eval --compare` starts without it
     from flowgrpo.trainer.config import TrainConfig
 
     run = run if run is not None else TrainConfig()
-    return dataclasses.replace(run, rollout=dataclasses.replace(run.rollout, executor="simulated"))
+    kind = "shared" if o["executor"] == "hf" else o["executor"]
+    section = executor_section(
+        run.executor, kind, o["executor_model"], o["base_url"], o["executor_max_new_tokens"]
+    )
+    return dataclasses.replace(run, executor=section)
 
 
-def eval_simulation(run, o: dict):
-    """RegretSettings when the executor is the SIMULATED one (``--executor simulated``, or a
-    run that used it and no ``--executor``), else None."""
-    chosen = o["executor"] or (run.rollout.executor if run is not None else None)
-    if chosen != "simulated":
-        return None
+def eval_hooks(config):
+    """The plugins' metrics hooks on for ``config`` (e.g. the analytic numbers an executor
+    plugin knows), started as a training run starts them."""
     # heavy: torch (the loop package); `flowgrpo eval --compare` starts without it
-    from flowgrpo.trainer.loop.simulation_metrics import regret_settings
+    from flowgrpo.trainer.loop.metric_hooks import start_hooks
 
-    return regret_settings(simulated_config(run))
+    return start_hooks(config)
 
 
-def eval_executor(run, policy, tokenizer, execute: bool, o: dict):
-    """(executor backend or None, Limits or None): the run's executor unless ``--executor``."""
+def eval_executor(config, policy, tokenizer, execute: bool, device: str = "cpu"):
+    """(executor backend or None, Limits or None) of ``config``'s executor section (kind
+    shared: ``policy`` with its adapter disabled); (None, None) when not executing."""
     if not execute:
         return None, None
-    if o["executor"] == "simulated":  # the run's simulation section and budget, else defaults
-        # heavy: torch (the training setup builds the executor); eval --compare skips it
-        from flowgrpo.trainer.loop.setup import executor as run_executor
-
-        return run_executor(simulated_config(run), policy, tokenizer)
-    budget = o["executor_max_new_tokens"]
-    if run is not None:
-        rollout = dataclasses.replace(
-            run.rollout,
-            execute=True,
-            executor_max_new_tokens=budget or run.rollout.executor_max_new_tokens,
-        )  # execute: eval's --no-execute decides, not the run's rollout.execute
-        run = dataclasses.replace(run, rollout=rollout)
-        budget = run.rollout.executor_max_new_tokens
-        limits = Limits(
-            max_llm_calls=run.rollout.executor_max_calls,
-            max_seconds=run.rollout.executor_max_seconds,
-        )
-        if o["executor"] is None:
-            # heavy: torch (the training setup builds the executor); eval --compare skips it
-            from flowgrpo.trainer.loop.setup import executor as run_executor
-
-            return run_executor(run, policy, tokenizer)
-    else:
-        budget, limits = budget or DEFAULT_EXECUTOR_TOKENS, None
-    if o["executor"] == "openai":
-        kwargs = {"base_url": o["base_url"], "max_new_tokens": budget}
-        if o["executor_model"]:
-            kwargs["model"] = o["executor_model"]
-        return make_backend("openai", **kwargs), limits
-    name = getattr(policy.config, "name_or_path", "policy")
-    shared = HFBackend(
-        policy, tokenizer, max_new_tokens=budget, disable_adapter=True, name=f"shared:{name}"
-    )
-    return shared, limits
+    return build_cli_executor(config.executor, policy, tokenizer, device=device)

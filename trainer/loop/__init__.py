@@ -8,8 +8,8 @@ per-group micro-batches), ``policy`` (loading the LoRA policy, merged/disabled a
 registry names, the run's operator table and prompt, problems, executor), ``setup`` (building
 the pieces from the config),
 ``checkpoint`` (atomic save/load/resume), ``init_adapter`` (starting from a saved LoRA adapter,
-``model.init_adapter``), ``simulation_metrics`` (the ``sim/*`` metrics: expected accuracy and
-regret of the sampled workflows under the SIMULATED executor).
+``model.init_adapter``), ``metric_hooks`` (plugins' metrics hooks on for a run, e.g. ``sim/*``,
+and their numbers each step).
 
 May import: ``flowgrpo.trainer.config``, ``.algorithms``, ``.monitoring`` and every package
 below the trainer. Not ``.reports`` or ``.cli``.

@@ -29,8 +29,8 @@ from types import MappingProxyType
 
 from flowgrpo.configuration import ConfigError
 from flowgrpo.dsl import OperatorTable
-from flowgrpo.operators.backends import BACKENDS
 from flowgrpo.operators.custom import load_extensions
+from flowgrpo.operators.executor import check_executor
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.llm import LLM
 from flowgrpo.operators.tasks import load_task
@@ -41,9 +41,6 @@ from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
 
 __all__ = ["RunEnvironment", "build_environment", "check_names"]
-
-#: Executor kinds the trainer builds itself (any other is looked up in ``BACKENDS``).
-_OWN_EXECUTORS = ("shared", "hf", "openai", "simulated")
 
 
 @dataclass(frozen=True)
@@ -84,12 +81,10 @@ def check_names(config: TrainConfig) -> Mapping[str, tuple[str, ...]]:
     except ValueError as exc:
         raise ConfigError(f"rewards: {exc}") from None
     config.health.check_names()
-    kind = config.rollout.executor
-    if kind not in _OWN_EXECUTORS:  # a backend kind a plugin registered, or 'pkg.mod:make'
-        try:
-            BACKENDS.get(kind)
-        except ValueError as exc:
-            raise ConfigError(f"rollout.executor: {exc}; or shared (the policy)") from None
+    try:  # a kind of BACKENDS (a plugin's, a built-in plugin's, 'pkg.mod:make') is imported
+        backends = check_executor(config.executor)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     loss = config.algorithm.loss
     return MappingProxyType(
         {
@@ -98,7 +93,7 @@ def check_names(config: TrainConfig) -> Mapping[str, tuple[str, ...]]:
             "loss aggregation": (loss.loss_agg,),
             "reward component": tuple(config.rewards.weights),
             "health check": tuple(config.health.stop_on),
-            "executor backend": () if kind in _OWN_EXECUTORS else (kind,),
+            "executor backend": backends,
         }
     )
 

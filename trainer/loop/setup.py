@@ -13,9 +13,8 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 from transformers import get_scheduler
 
-from flowgrpo.operators.backends import make_backend
 from flowgrpo.operators.cache import ExecutionCache
-from flowgrpo.operators.interpreter import Limits
+from flowgrpo.operators.executor import build_executor, executor_limits
 from flowgrpo.operators.models import load_model
 from flowgrpo.trainer.loop.init_adapter import load_init_adapter
 from flowgrpo.trainer.loop.policy import _pad, wrap_lora
@@ -24,12 +23,6 @@ from flowgrpo.trainer.monitoring.metrics import MetricsWriter
 from flowgrpo.trainer.monitoring.trackers import accelerator_kwargs, start_trackers
 
 logger = logging.getLogger(__name__)
-
-SIMULATED_NOTICE = (
-    "SIMULATED executor (operators/simulation): accuracies are from a model, not an LLM "
-    "(seed {seed}, params {digest}; docs/SIMULATED_EXECUTOR.md)"
-)
-
 
 def policy(cfg, model=None, tokenizer=None, device=None):
     """(LoRA-wrapped policy on ``device``, tokenizer): the given model, or ``model`` loaded.
@@ -77,47 +70,14 @@ def optimizer(cfg, model):
 
 
 def executor(cfg, model, tokenizer, given=None):
-    """(executor backend, interpreter limits) for ``rollout.executor``."""
+    """(executor backend, interpreter limits) of the ``executor`` section, built by
+    :func:`~flowgrpo.operators.executor.build_executor` (``shared`` runs on ``model``, the
+    policy, with its adapter disabled). ``given``: use this backend instead; none is built
+    either when ``rollout.execute`` is off (the limits are still the section's)."""
 
-    r = cfg.rollout
-    limits = Limits(max_llm_calls=r.executor_max_calls, max_seconds=r.executor_max_seconds)
-    if given is not None or not r.execute:
-        return given, limits
-    if r.executor == "simulated":
-        sim = r.simulation
-        logger.warning(SIMULATED_NOTICE.format(seed=sim.seed, digest=sim.params.digest()))
-        return make_backend("simulated", seed=sim.seed, params=sim.params), limits
-    if r.executor == "shared":
-        from flowgrpo.operators.backends.hf import HFBackend
-
-        name = getattr(model.config, "name_or_path", None) or cfg.model.name_or_path
-        return HFBackend(
-            model,
-            tokenizer,
-            max_new_tokens=r.executor_max_new_tokens,
-            disable_adapter=True,
-            name=f"shared:{name}",
-        ), limits
-    if r.executor == "openai":
-        kwargs = {
-            "base_url": r.executor_base_url,
-            "max_new_tokens": r.executor_max_new_tokens,
-            "read_timeout_s": r.executor_timeout_s,
-            "connect_timeout_s": min(5.0, r.executor_timeout_s),
-            "max_retries": r.executor_max_retries,
-            "backoff_s": r.executor_backoff_s,
-        }
-        if r.executor_model != "default":
-            kwargs["model"] = r.executor_model
-        return make_backend("openai", **kwargs), limits
-    if r.executor != "hf":  # a plugin's backend kind or a dotted path (rollout.executor)
-        kwargs = {"max_new_tokens": r.executor_max_new_tokens}
-        kwargs |= {"base_url": r.executor_base_url} if r.executor_base_url else {}
-        kwargs |= {"model": r.executor_model} if r.executor_model != "default" else {}
-        return make_backend(r.executor, **kwargs), limits
-    return make_backend(
-        "hf", name_or_path=r.executor_model, max_new_tokens=r.executor_max_new_tokens
-    ), limits
+    if given is not None or not cfg.rollout.execute:
+        return given, executor_limits(cfg.executor)
+    return build_executor(cfg.executor, model, tokenizer)
 
 
 def cache(cfg, run_dir: Path):

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from flowgrpo.metrics_hooks import METRICS_HOOKS
+
 logger = logging.getLogger(__name__)
 
 
@@ -230,8 +232,6 @@ def console_line(m: dict) -> str:
         f"{f('accuracy', '{:.2f}')} | zero-std {f('frac_reward_zero_std', '{:.2f}')} | "
         f"H {f('entropy')} | loss {f('loss', '{:.4f}')} gn {f('grad_norm')} | "
         f"{f('step_time', '{:.1f}')}s"
-    ) + (
-        f" | SIMULATED regret {f('sim/regret')} E[acc] {f('sim/expected_accuracy')}"
-        if m.get("sim/regret") is not None
-        else ""
+    ) + "".join(  # plugins' metrics hooks add their part (flowgrpo.metrics_hooks)
+        hook.console(m) for hook in map(METRICS_HOOKS.get, METRICS_HOOKS.names()) if hook.console
     )

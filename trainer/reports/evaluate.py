@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowgrpo.configuration import check
+from flowgrpo.metrics_hooks import METRICS_HOOKS
 from flowgrpo.operators.models import load_model
 from flowgrpo.operators.tasks import load_task
 from flowgrpo.rewards import prepare_samples
-from flowgrpo.trainer.loop.simulation_metrics import simulation_metrics
+from flowgrpo.trainer.loop.metric_hooks import sample_hook_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -148,12 +149,12 @@ def evaluate(
     executor,
     limits=None,
     progress=None,
-    simulation=None,
+    hooks=(),
     prompt=None,
 ) -> dict:
-    """Generate, validate, execute and summarise; returns a JSON-ready dict. ``simulation``
-    (a ``RegretSettings``, when ``executor`` is the SIMULATED one) adds the analytic
-    expected accuracy and regret of the workflows written (:func:`simulated_summary`).
+    """Generate, validate, execute and summarise; returns a JSON-ready dict. ``hooks``: the
+    plugins' metrics hooks on for this evaluation (``loop.metric_hooks.start_hooks`` of the
+    run's config) add their metrics of the workflows written, as in training.
     ``prompt``: the :class:`~..loop.prompt.PolicyPrompt` (prompt and operator table) of the
     run evaluated; None: the built-in prompt and the process-wide table."""
     # heavy: torch (the rollout generates with the policy); `flowgrpo validate` starts without it
@@ -186,20 +187,8 @@ def evaluate(
         if progress is not None:
             progress(len(chunk))
     result = summarise(samples, problems, settings, time.perf_counter() - start)
-    if simulation is not None:
-        result.update(simulated_summary(samples, problems, settings.k, simulation))
+    result.update(sample_hook_metrics(hooks, samples, problems, settings.k))
     return result
-
-
-def simulated_summary(samples, problems, k: int, simulation) -> dict:
-    """Under the SIMULATED executor: the exact expected accuracy and regret of the workflows
-    written (``sim/*``, as in the training metrics), to read next to the empirical pass@1."""
-    workflows = [s.canonical if s.valid else None for s in samples]
-    levels = [p.meta.get("difficulty") for p in problems for _ in range(k)]
-    return {"executor": SIMULATED, **simulation_metrics(workflows, levels, simulation)}
-
-
-SIMULATED = "SIMULATED (operators/simulation): accuracies are from a model, not an LLM"
 
 
 def summarise(samples, problems, settings: EvalSettings, seconds: float) -> dict:
@@ -279,13 +268,11 @@ def format_eval(result: dict) -> str:
         lines.append(
             f"  {key:30s} {value:.3f}" if isinstance(value, float) else f"  {key:30s} {value}"
         )
-    if result.get("sim/regret") is not None:  # the SIMULATED executor: analytic next to empirical
+    if result.get("executor"):  # a metrics hook's note on what its numbers are
         lines.insert(1, f"  executor: {result['executor']}")
-        lines += [
-            f"  {key:30s} {result[key]:.3f}  (analytic, simulated executor)"
-            for key in ("sim/expected_accuracy", "sim/best_expected_accuracy", "sim/regret",
-                        "sim/best_share")
-        ]  # fmt: skip
+    for name in METRICS_HOOKS.names():  # plugins' metrics (flowgrpo.metrics_hooks)
+        report = METRICS_HOOKS.get(name).report
+        lines += report(result) if report is not None else []
     lines.append("  top workflows: " + "; ".join(f"{w} ({c})" for w, c in result["top_workflows"]))
     lines.append("  structures: " + ", ".join(f"{s} {c}" for s, c in result["structures"].items()))
     return "\n".join(lines)

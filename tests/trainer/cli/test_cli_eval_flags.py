@@ -17,8 +17,8 @@ RUN_SETTINGS = (
     "rollout.max_new_tokens=12",
     "rollout.temperature=0.6",
     "rollout.top_p=0.9",
-    "rollout.executor_max_new_tokens=5",
-    "rollout.executor_max_calls=3",
+    "executor.max_new_tokens=5",
+    "executor.max_calls=3",
     "optim.seed=3",
 )
 
@@ -78,7 +78,7 @@ def test_run_with_a_checkpoint_uses_the_runs_executor_budget(tmp_path):
     args = ("run", "Custom -> Format", "--task", "arithmetic:easy", "--n", "1", "--json")
     rows = [json.loads(x) for x in invoke(*args, "--checkpoint", checkpoint).stdout.splitlines()]
     outputs = [t["output"] for t in rows[0]["trace"]]
-    assert outputs and all(len(o) <= 5 for o in outputs), "rollout.executor_max_new_tokens=5"
+    assert outputs and all(len(o) <= 5 for o in outputs), "executor.max_new_tokens=5"
     given = invoke(*args, "--checkpoint", checkpoint.parent, "--executor-max-new-tokens", "2")
     outputs = [t["output"] for t in json.loads(given.stdout.splitlines()[0])["trace"]]
     assert all(len(o) <= 2 for o in outputs)

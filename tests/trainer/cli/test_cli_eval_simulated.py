@@ -5,6 +5,11 @@ import json
 
 from click.testing import CliRunner
 
+from flowgrpo.operators.backends.simulated import (
+    RegretSettings,
+    simulated_summary,
+    simulation_metrics,
+)
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.operators.simulation import SimulationParams, best_workflow
@@ -13,8 +18,7 @@ from flowgrpo.rewards import make_sample
 from flowgrpo.trainer.cli.app import main
 from flowgrpo.trainer.config import load_config, save_config
 from flowgrpo.trainer.loop.policy import wrap_lora
-from flowgrpo.trainer.loop.simulation_metrics import RegretSettings, simulation_metrics
-from flowgrpo.trainer.reports.evaluate import format_eval, simulated_summary
+from flowgrpo.trainer.reports.evaluate import format_eval
 
 SIM = ("sim/regret", "sim/expected_accuracy", "sim/best_expected_accuracy", "sim/best_share")
 ALL_SIM = (*SIM, "sim/valid_regret")
@@ -44,9 +48,9 @@ def simulated_run(run_dir):
     """A checkpoint of a run that used the simulated executor with its own parameters."""
     cfg = load_config(
         "configs/tiny-known-optimum.yaml",
-        (f"logging.output_dir={run_dir}", "rollout.executor_max_calls=3",
-         "rollout.simulation.params.programmer_correct=1.0",
-         "rollout.simulation.params.programmer_crash=0.0"),
+        (f"logging.output_dir={run_dir}", "executor.max_calls=3",
+         "executor.simulation.params.programmer_correct=1.0",
+         "executor.simulation.params.programmer_crash=0.0"),
     )  # fmt: skip
     peft = wrap_lora(build_tiny_model(seed=cfg.optim.seed)[0], cfg.lora)
     checkpoint = run_dir / "checkpoint-1"

@@ -62,24 +62,24 @@ def openai_config(tmp_path, url, *extra):
         (
             f"logging.output_dir={tmp_path}",
             "logging.save_every=0",
-            "rollout.executor=openai",
-            f"rollout.executor_base_url={url}",
-            "rollout.executor_model=scripted-executor",
-            f"rollout.executor_timeout_s={TIMEOUT_S}",
-            f"rollout.executor_max_retries={RETRIES}",
-            f"rollout.executor_backoff_s={BACKOFF_S}",
+            "executor.kind=openai",
+            f"executor.base_url={url}",
+            "executor.model=scripted-executor",
+            f"executor.timeout_s={TIMEOUT_S}",
+            f"executor.max_retries={RETRIES}",
+            f"executor.backoff_s={BACKOFF_S}",
             *extra,
         ),
     )
 
 
 def executor_bound_s(cfg) -> float:
-    """Longest the executor can take in one step: every call of a run (``executor_max_calls``
+    """Longest the executor can take in one step: every call of a run (``executor.max_calls``
     rounds) failing every attempt at the timeout, with the longest retry delay between."""
-    r = cfg.rollout
-    attempts = r.executor_max_retries + 1
-    delay = max(r.executor_backoff_s * 2**r.executor_max_retries, RETRY_AFTER_S)
-    return r.executor_max_calls * (attempts * r.executor_timeout_s + r.executor_max_retries * delay)
+    r = cfg.executor
+    attempts = r.max_retries + 1
+    delay = max(r.backoff_s * 2**r.max_retries, RETRY_AFTER_S)
+    return r.max_calls * (attempts * r.timeout_s + r.max_retries * delay)
 
 
 def test_training_goes_on_through_every_executor_fault(tmp_path, monkeypatch, server, deadline):
@@ -139,8 +139,8 @@ def _check_step_times(cfg, lines):
     for mode, m in zip(SCHEDULE, lines):
         assert m["score_time"] <= bound + 2.0, (mode, m["score_time"], bound)
     hang = lines[SCHEDULE.index("hang")]
-    attempts = cfg.rollout.executor_max_retries + 1
-    assert hang["score_time"] >= attempts * cfg.rollout.executor_timeout_s * 0.9
+    attempts = cfg.executor.max_retries + 1
+    assert hang["score_time"] >= attempts * cfg.executor.timeout_s * 0.9
     others = statistics.median(m["step_time"] for m in lines)
     assert hang["step_time"] <= others + bound + 10.0
 

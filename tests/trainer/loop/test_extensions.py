@@ -153,7 +153,7 @@ def test_plugins_operators_backend_and_prompt_from_one_config(user_dir, monkeypa
             tmp_path / "mine.yaml",
             (f"logging.output_dir={tmp_path / 'run'}", "optim.max_steps=2", "model.name_or_path"
              "=tiny-random", "lora.r=4", "lora.alpha=8", "rollout.max_new_tokens=40",
-             "rollout.cache_path=null", "rollout.train_size=8", "rollout.executor_max_calls=4"),
+             "rollout.cache_path=null", "rollout.train_size=8", "executor.max_calls=4"),
         )  # fmt: skip
         workflows = ["Custom -> Critique ? Revise : done"] * 4 + ["AnswerGenerate"] * 4
         monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(lambda g: workflows))
@@ -197,8 +197,8 @@ def test_plugins_operators_backend_and_prompt_from_one_config(user_dir, monkeypa
         ),
         ("prompt.system=Use {ops}", r"prompt.system: bad placeholder"),
         ("prompt.file=missing.yaml", r"prompt.file: missing.yaml does not exist"),
-        ("rollout.executor=no_such_pkg.mod:make", r"rollout.executor: cannot import module"),
-        ("rollout.executor=sharde", r"rollout.executor: unknown executor backend 'sharde'"),
+        ("executor.kind=no_such_pkg.mod:make", r"executor.kind: cannot import module"),
+        ("executor.kind=sharde", r"executor.kind: unknown executor backend 'sharde'"),
         ("rewards.weights={no_such_pkg.mod:fn: 1.0}", r"cannot import module 'no_such_pkg.mod'"),
     ],
 )
@@ -243,7 +243,7 @@ def test_dotted_paths_for_an_executor_backend_and_an_operator_function(user_dir)
     record = {"name": "Shout", "role": "refiner", "function": f"{name}.ext:shout"}
     cfg = load_config(
         "configs/tiny.yaml",
-        (f"rollout.executor={name}.ext:make", f"operators=[{json.dumps(record)}]"),
+        (f"executor.kind={name}.ext:make", f"operators=[{json.dumps(record)}]"),
     )
     try:
         environment = build_environment(cfg)

@@ -8,12 +8,12 @@ import pytest
 import torch
 from trainer_fakes import text_rollout
 
+from flowgrpo.operators.backends.simulated import SIM_KEYS
 from flowgrpo.operators.simulation import SimulationParams, regret
 from flowgrpo.operators.tasks import load_task
 from flowgrpo.trainer.config import load_config
 from flowgrpo.trainer.loop import step as step_mod
 from flowgrpo.trainer.loop.prompt import render_prompt
-from flowgrpo.trainer.loop.simulation_metrics import SIM_KEYS
 from flowgrpo.trainer.loop.trainer import Trainer
 
 CONFIG = "configs/tiny-known-optimum.yaml"
@@ -61,7 +61,7 @@ def known_optimum_config(tmp_path, params, steps):
             f"logging.output_dir={tmp_path}",
             f"optim.max_steps={steps}",
             "health.guard=off",
-            *(f"rollout.simulation.params.{p}" for p in params),
+            *(f"executor.simulation.params.{p}" for p in params),
         ),
     )
 

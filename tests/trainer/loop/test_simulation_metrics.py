@@ -4,15 +4,15 @@ import math
 
 import pytest
 
-from flowgrpo.operators.interpreter import Limits
-from flowgrpo.operators.simulation import SimulationParams, analyze, best_workflow, regret
-from flowgrpo.trainer.config import load_config
-from flowgrpo.trainer.loop.simulation_metrics import (
+from flowgrpo.operators.backends.simulated import (
     SIM_KEYS,
     RegretSettings,
     regret_settings,
     simulation_metrics,
 )
+from flowgrpo.operators.interpreter import Limits
+from flowgrpo.operators.simulation import SimulationParams, analyze, best_workflow, regret
+from flowgrpo.trainer.config import load_config
 
 LIMITS = Limits(max_llm_calls=12)
 
@@ -61,8 +61,8 @@ def test_the_call_budget_changes_the_best_workflow():
 def test_settings_follow_the_reward_weights_and_the_run_budget():
     cfg = load_config(
         "configs/tiny-known-optimum.yaml",
-        ("rewards.weights.cost=0.5", "rollout.executor_max_calls=6",
-         "rollout.simulation.params.review_detect=0.9"),
+        ("rewards.weights.cost=0.5", "executor.max_calls=6",
+         "executor.simulation.params.review_detect=0.9"),
     )  # fmt: skip
     s = regret_settings(cfg)
     assert (s.accuracy_weight, s.cost_weight) == (1.0, 0.5)

@@ -1,6 +1,8 @@
 """``sim/*`` metrics: how good the policy's workflows are under the SIMULATED executor.
 
-With ``rollout.executor: simulated`` (issue 13) the expected accuracy of every workflow is known
+The simulation plugin's metrics hook (:data:`SIM_HOOK`, registered by
+:mod:`flowgrpo.operators.backends.simulated`; see :mod:`flowgrpo.metrics_hooks`).
+With ``executor.kind: simulated`` (issue 13) the expected accuracy of every workflow is known
 exactly (:func:`operators.simulation.analyze`), so each step can report, over its sampled
 completions, the expected accuracy of the workflows the policy wrote and their **regret**
 against the best workflow of the simulation's space (:func:`operators.simulation.regret`).
@@ -21,9 +23,12 @@ Pure functions of their arguments; the analytic results are cached by the simula
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from flowgrpo.metrics_hooks import MetricsHook
+from flowgrpo.operators.executor import executor_limits
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.simulation import SimulationParams, analyze, regret
 
@@ -42,7 +47,7 @@ class RegretSettings:
     """What regret is measured with: the simulation, the run's call budget and its trade-off.
 
     Attributes:
-        params: the simulated executor's parameters (``rollout.simulation.params``).
+        params: the simulated executor's parameters (``executor.simulation.params``).
         limits: the run's executor limits (the call budget changes what a workflow achieves).
         accuracy_weight / cost_weight / cost_max_calls: the expected reward the best workflow
             maximises (see the module docstring).
@@ -64,17 +69,20 @@ class RegretSettings:
 
 
 def regret_settings(config) -> RegretSettings | None:
-    """The settings of a ``TrainConfig``; None unless ``rollout.executor`` is ``simulated``."""
-    r = config.rollout
-    if r.executor != "simulated":
+    """The settings of a ``TrainConfig``; None unless ``executor.kind`` is ``simulated``."""
+    section = config.executor
+    if section.kind != "simulated":
         return None
     weights = config.rewards.weights
     accuracy, cost = float(weights.get("accuracy", 0.0)), float(weights.get("cost", 0.0))
     if accuracy == 0.0 and cost == 0.0:
         accuracy = 1.0
-    limits = Limits(max_llm_calls=r.executor_max_calls, max_seconds=r.executor_max_seconds)
     return RegretSettings(
-        r.simulation.params, limits, accuracy, cost, config.rewards.options.cost_max_calls
+        section.simulation.params,
+        executor_limits(section),
+        accuracy,
+        cost,
+        config.rewards.options.cost_max_calls,
     )
 
 
@@ -123,23 +131,67 @@ def simulation_metrics(
     }
 
 
-def rollout_simulation_metrics(config, table, rollout) -> dict:
-    """:func:`simulation_metrics` of a scored rollout (``table.details`` rows, ``rollout``'s
-    problems repeated K times) under ``config``'s simulated executor; all None otherwise."""
-    settings = regret_settings(config)
-    if settings is None:
-        return dict.fromkeys(SIM_KEYS)
-    k = table.group_size
-    problems = [problem for problem in rollout.problems for _ in range(k)]
-    workflows = [d["canonical"] if d["valid"] else None for d in table.details]
-    levels = [problem.meta.get("difficulty") for problem in problems]
-    return simulation_metrics(workflows, levels, settings)
+def simulated_summary(samples, problems, k: int, settings: RegretSettings | None) -> dict:
+    """Over evaluated ``samples`` (k per problem, in problem order): the exact expected accuracy
+    and regret of the workflows written (``sim/*``, as in the training metrics), to read next
+    to the empirical pass@1, and the ``executor`` note."""
+    workflows = [s.canonical if s.valid else None for s in samples]
+    levels = [p.meta.get("difficulty") for p in problems for _ in range(k)]
+    return {"executor": SIMULATED, **simulation_metrics(workflows, levels, settings)}
+
+
+SIMULATED = "SIMULATED (operators/simulation): accuracies are from a model, not an LLM"
+
+
+def _compute(settings: RegretSettings, workflows, problems) -> dict:
+    return simulation_metrics(workflows, [p.meta.get("difficulty") for p in problems], settings)
+
+
+def _console(m) -> str:
+    if m.get("sim/regret") is None:
+        return ""
+    return f" | SIMULATED regret {_fmt(m.get('sim/regret'))} E[acc] " + _fmt(
+        m.get("sim/expected_accuracy")
+    )
+
+
+def _fmt(value) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    return f"{value:.3f}"
+
+
+REPORT_KEYS = (
+    "sim/expected_accuracy",
+    "sim/best_expected_accuracy",
+    "sim/regret",
+    "sim/best_share",
+)
+
+
+def _report(result) -> list[str]:
+    if result.get("sim/regret") is None:
+        return []
+    return [f"  {key:30s} {result[key]:.3f}  (analytic, simulated executor)" for key in REPORT_KEYS]
+
+
+SIM_HOOK = MetricsHook(
+    keys=SIM_KEYS,
+    start=regret_settings,
+    compute=_compute,
+    console=_console,
+    report=_report,
+    note=SIMULATED,
+)
+"""The plugin's metrics hook: ``sim/*`` in every step's line and in ``flowgrpo eval``."""
 
 
 __all__ = [
+    "SIMULATED",
+    "SIM_HOOK",
     "SIM_KEYS",
     "RegretSettings",
     "regret_settings",
-    "rollout_simulation_metrics",
+    "simulated_summary",
     "simulation_metrics",
 ]

@@ -1,0 +1,215 @@
+"""The executor section of a config and THE one function that builds an executor from it.
+
+:class:`ExecutorConfig` (``executor:`` in a run's YAML; ``TrainConfig.executor``) says which LLM
+runs a workflow's operators and within which budgets. :func:`build_executor` turns it into the
+executor backend and the interpreter's :class:`~flowgrpo.operators.interpreter.Limits`; training
+(``trainer.loop.setup``), ``flowgrpo run``, ``flowgrpo eval`` and the scripts all call it, so an
+option means the same everywhere (``tests/test_one_builder.py`` keeps it the only place that
+constructs a backend or ``Limits``). :func:`executor_limits` is its half for the limits alone.
+
+Kinds: ``shared`` (the policy's own weights with the adapter disabled: pass the policy),
+``hf`` (a separate model loaded by name), ``openai`` (an OpenAI-compatible server) and any kind
+in :data:`~flowgrpo.operators.backends.BACKENDS`: one a plugin registered, a built-in plugin
+(``flowgrpo.operators.backends.<kind>``, imported on first use) or a dotted path
+``pkg.mod:make``. Such a factory is called ``make(section=ExecutorConfig)`` when it has a
+parameter named ``section``, else ``make(max_new_tokens=..., [base_url=..., model=...])`` with
+the fields that are set.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from flowgrpo.configuration import check
+from flowgrpo.operators.backends import find_backend, make_backend
+from flowgrpo.operators.interpreter import Limits
+from flowgrpo.operators.llm import LLM
+from flowgrpo.operators.ops import OpSettings
+from flowgrpo.operators.simulation.settings import SimulationSettings
+
+__all__ = ["ExecutorConfig", "build_executor", "check_executor", "executor_limits"]
+
+#: Kinds :func:`build_executor` builds itself (any other is looked up in ``BACKENDS``).
+BUILT_IN_KINDS = ("shared", "hf", "openai")
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """The executor: the LLM that runs a workflow's operators, and the budgets of one run.
+
+    Attributes:
+        kind: shared (the policy's base weights, adapter disabled), hf (a separate model,
+            ``model``), openai (an OpenAI-compatible server at ``base_url``), or a backend kind
+            in ``BACKENDS``: simulated (the SIMULATED executor of ``simulation``: accuracies
+            come from a model of operators, not from an LLM), a kind a plugin registered, or a
+            dotted path ``pkg.mod:make`` (see the module docstring for how it is called).
+        model: hf: the model loaded (name or path; ``default`` = SmolLM2-135M-Instruct);
+            openai: the model name sent to the server (``default``: FLOWGRPO_EXECUTOR_MODEL);
+            a plugin kind: passed as ``model=`` unless ``default``. Unused by shared.
+        base_url: openai: the server root including the API prefix, e.g.
+            ``http://localhost:8000/v1`` (null: FLOWGRPO_EXECUTOR_BASE_URL, then
+            OPENAI_BASE_URL); a plugin kind: passed as ``base_url=`` when set.
+        max_new_tokens: cap on the tokens one executor call generates (tokens).
+        timeout_s: openai: read timeout of one attempt (seconds; connecting gets
+            min(5, this)).
+        max_retries: openai: extra attempts after a timeout, dropped connection, HTTP 429 or
+            5xx (0 = one attempt). One call fails after at most about (max_retries + 1) x
+            timeout_s plus the delays; its workflow is then unscorable (NaN reward,
+            ``unscorable_rate``), never scored 0.
+        backoff_s: openai: delay before the first retry (seconds), doubled per retry up to
+            8 s and jittered; a 429's Retry-After is honoured up to 60 s.
+        max_calls: executor calls one workflow run may make (calls; Programmer/Test retries
+            count).
+        max_seconds: wall-clock budget of one workflow run (seconds, across batched rounds).
+        simulation: seed and parameters of the simulated executor
+            (:class:`~flowgrpo.operators.simulation.settings.SimulationSettings`; read only
+            when kind is simulated).
+    """
+
+    kind: str = "shared"
+    model: str = "default"
+    base_url: str | None = None
+    max_new_tokens: int = 160
+    timeout_s: float = 120.0
+    max_retries: int = 4
+    backoff_s: float = 0.5
+    max_calls: int = 12
+    max_seconds: float = 120.0
+    simulation: SimulationSettings = field(default_factory=SimulationSettings)
+
+    #: The flat ``rollout`` keys of releases before 0.3 -> the field of this section that
+    #: replaces each (read for one release, with a deprecation message; trainer.config).
+    DEPRECATED_ROLLOUT_KEYS: ClassVar[dict[str, str]] = {
+        "executor": "kind",
+        "executor_model": "model",
+        "executor_base_url": "base_url",
+        "executor_max_new_tokens": "max_new_tokens",
+        "executor_timeout_s": "timeout_s",
+        "executor_max_retries": "max_retries",
+        "executor_backoff_s": "backoff_s",
+        "executor_max_calls": "max_calls",
+        "executor_max_seconds": "max_seconds",
+        "simulation": "simulation",
+    }
+
+    def __post_init__(self):
+        check(  # a plugin's backend kind or dotted path is looked up when the run is built
+            isinstance(self.kind, str) and bool(self.kind.strip()),
+            "executor.kind",
+            "name an executor: shared, hf, openai, simulated, a backend kind or 'pkg.mod:make'",
+        )
+        check(bool(str(self.model).strip()), "executor.model", "name a model, or default")
+        check(self.max_new_tokens >= 1, "executor.max_new_tokens", "must be >= 1 (tokens)")
+        check(self.timeout_s > 0, "executor.timeout_s", "must be > 0 seconds")
+        check(
+            isinstance(self.max_retries, int) and self.max_retries >= 0,
+            "executor.max_retries",
+            "must be an integer >= 0 (0 = one attempt, no retry)",
+        )
+        check(self.backoff_s >= 0, "executor.backoff_s", "must be >= 0 seconds")
+        check(self.max_calls >= 1, "executor.max_calls", "must be >= 1 (calls per workflow)")
+        check(self.max_seconds > 0, "executor.max_seconds", "must be > 0 seconds")
+
+    def check_task(self, task: str) -> None:
+        """``ConfigError`` when this executor cannot run the problems of ``task`` (a task
+        spec, ``rollout.task``); each backend's settings say which it cannot."""
+        self.simulation.check_task(self.kind, task)
+
+
+def check_executor(section: ExecutorConfig) -> tuple[str, ...]:
+    """Look ``section.kind`` up without building anything (a built-in plugin of that kind is
+    imported now, registering its backend and hooks); the backend kinds it names in
+    ``BACKENDS`` (empty for shared, hf and openai). ``ValueError`` naming ``executor.kind``."""
+    if section.kind in BUILT_IN_KINDS:
+        return ()
+    try:
+        find_backend(section.kind)
+    except ValueError as exc:
+        raise ValueError(f"executor.kind: {exc}; or {', '.join(BUILT_IN_KINDS)}") from None
+    return (section.kind,)
+
+
+def executor_limits(section: ExecutorConfig, ops: OpSettings | None = None) -> Limits:
+    """The interpreter's per-workflow limits of ``section``: ``max_calls`` and
+    ``max_seconds``; ``ops``: the operators' own settings (default :class:`OpSettings`)."""
+    return Limits(
+        max_llm_calls=section.max_calls,
+        max_seconds=section.max_seconds,
+        ops=ops if ops is not None else OpSettings(),
+    )
+
+
+def build_executor(
+    section: ExecutorConfig,
+    model: Any = None,
+    tokenizer: Any = None,
+    *,
+    device: str = "cpu",
+    dtype: str = "float32",
+    ops: OpSettings | None = None,
+) -> tuple[LLM, Limits]:
+    """(executor backend, interpreter limits) of ``section``.
+
+    Args:
+        section: the executor section (``TrainConfig.executor``, or one the CLI built).
+        model / tokenizer: kind shared only: the model whose weights it runs (the policy, its
+            adapter disabled; or a base model) and its tokenizer.
+        device / dtype: kind hf only: where and in which precision the model is loaded.
+        ops: the operators' own settings in the limits (default :class:`OpSettings`).
+
+    Raises ``ValueError`` naming ``executor.kind`` for an unknown kind or a shared executor
+    without a model; a backend's own errors (bad URL, missing package) pass through.
+    """
+    limits = executor_limits(section, ops)
+    kind = section.kind
+    if kind == "shared":
+        if model is None or tokenizer is None:
+            raise ValueError(
+                "executor.kind: shared runs on the policy's weights, and none were given; "
+                "use hf (a model of its own) or openai"
+            )
+        name = getattr(getattr(model, "config", None), "name_or_path", None) or "policy"
+        llm = make_backend(
+            "hf",
+            model=model,
+            tokenizer=tokenizer,
+            max_new_tokens=section.max_new_tokens,
+            disable_adapter=True,
+            name=f"shared:{name}",
+        )
+        return llm, limits
+    if kind == "hf":
+        llm = make_backend(
+            "hf",
+            name_or_path=section.model,
+            max_new_tokens=section.max_new_tokens,
+            device=device,
+            dtype=dtype,
+        )
+        return llm, limits
+    if kind == "openai":
+        return make_backend("openai", **_openai_kwargs(section)), limits
+    check_executor(section)
+    factory = find_backend(kind)
+    if "section" in inspect.signature(factory).parameters:
+        return factory(section=section), limits
+    kwargs: dict[str, Any] = {"max_new_tokens": section.max_new_tokens}
+    kwargs |= {"base_url": section.base_url} if section.base_url else {}
+    kwargs |= {"model": section.model} if section.model != "default" else {}
+    return factory(**kwargs), limits
+
+
+def _openai_kwargs(section: ExecutorConfig) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "base_url": section.base_url,
+        "max_new_tokens": section.max_new_tokens,
+        "read_timeout_s": section.timeout_s,
+        "connect_timeout_s": min(5.0, section.timeout_s),
+        "max_retries": section.max_retries,
+        "backoff_s": section.backoff_s,
+    }
+    if section.model != "default":
+        kwargs["model"] = section.model
+    return kwargs

@@ -1,0 +1,65 @@
+"""The simulated executor's settings: the ``executor.simulation`` section (seed and parameters).
+
+Data only: parsing and checking, no backend (that is :mod:`.executor`, registered by the
+plugin module :mod:`flowgrpo.operators.backends.simulated`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from flowgrpo.configuration import ConfigError, check, from_dict
+from flowgrpo.operators.simulation.params import SimulationParams
+
+__all__ = ["SimulationSettings"]
+
+#: Task names whose problems are not math (the simulated executor cannot run them).
+_CODE_TASKS = ("mbpp", "humaneval")
+
+
+@dataclass(frozen=True)
+class SimulationSettings:
+    """The SIMULATED executor (``executor.kind: simulated``): not a model. Each operator call
+    succeeds, detects, fixes or votes with documented probabilities; answers still run through
+    the real interpreter, sandbox and checkers (docs/SIMULATED_EXECUTOR.md). Because every
+    workflow's expected accuracy is then known exactly, each metrics line carries ``sim/*``
+    keys (regret against the best workflow). Math tasks only.
+
+    Attributes:
+        seed: seed of every simulated draw (any integer; part of the execution cache key).
+        params: fields of ``operators.simulation.SimulationParams`` that differ from its
+            documented defaults, e.g. ``{review_false_alarm: 0.05}``; a per-difficulty field
+            takes one number, ``[easy, medium, hard]`` or ``{easy: .., medium: .., hard: ..}``.
+            Unknown names are refused at load with the closest one. The same parameters drive
+            the executor and the analytic ``sim/*`` metrics. The saved config.yaml lists all.
+    """
+
+    seed: int = 0
+    params: SimulationParams = field(default_factory=SimulationParams)
+
+    @classmethod
+    def _from_raw(cls, value, path: str) -> SimulationSettings:
+        """From YAML data: ``params`` through ``SimulationParams.from_dict`` (did-you-mean on
+        unknown names), the rest through :func:`from_dict`."""
+        if value is None:
+            value = {}
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path.rstrip('.')}: expected a mapping {{seed, params}}")
+        data = dict(value)
+        try:
+            params = SimulationParams.from_dict(data.pop("params", None))
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"{path}params: {exc}") from None
+        return dataclasses.replace(from_dict(cls, data, path), params=params)
+
+    def check_task(self, kind: str, task: str) -> None:
+        """``ConfigError`` when executor ``kind`` is the simulated one and ``task`` (a task
+        spec) is not math: the simulation models math problems only."""
+        check(
+            kind != "simulated" or task.split(":")[0].lower() not in _CODE_TASKS,
+            "executor.kind",
+            f"the SIMULATED executor models math problems only, not task {task!r}; use "
+            "arithmetic or gsm8k:PATH, or another executor",
+        )
