@@ -71,6 +71,10 @@ class Limits:
         return json.dumps(dataclasses.asdict(self), sort_keys=True, separators=(",", ":"))
 
 
+DEFAULT_LIMITS = Limits()
+"""The limits of a run given none (a run's own come from ``operators.executor``)."""
+
+
 class _Stop(Exception):
     """Thrown into a run's generator to end it (budget, time, executor failure)."""
 
@@ -310,7 +314,7 @@ def run_workflows(
         on_round: called after each batched round with (round, runs still active).
         operators: the table workflows are validated against (default: the process-wide one).
     """
-    limits = limits or Limits()
+    limits = limits or DEFAULT_LIMITS
     check = check or check_answer
     sandbox = sandbox or _default_sandbox
     results: list[ExecutionResult | None] = [None] * len(pairs)

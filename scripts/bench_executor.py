@@ -16,9 +16,9 @@ import platform
 import random
 import time
 
-from flowgrpo.operators.backends.hf import HFBackend
 from flowgrpo.operators.cache import ExecutionCache
-from flowgrpo.operators.interpreter import Limits, run_workflows
+from flowgrpo.operators.executor import ExecutorConfig, build_executor
+from flowgrpo.operators.interpreter import run_workflows
 from flowgrpo.operators.ops import OpSettings
 from flowgrpo.operators.tasks import load_task
 
@@ -39,9 +39,12 @@ def main() -> None:
     parser.add_argument("--problems", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=48)
     args = parser.parse_args()
-    llm = HFBackend.from_pretrained(args.model, max_new_tokens=args.max_new_tokens)
+    section = ExecutorConfig(
+        kind="hf", model=args.model, max_new_tokens=args.max_new_tokens, max_calls=24
+    )
+    ops = OpSettings(max_new_tokens=(("default", args.max_new_tokens),))
+    llm, limits = build_executor(section, ops=ops)
     problems = load_task("arithmetic", n=args.problems, seed=0, split="test")
-    limits = Limits(ops=OpSettings(max_new_tokens=(("default", args.max_new_tokens),)))
     pairs = [(w, p) for w in WORKFLOWS[: args.workflows] for p in problems]
 
     start = time.perf_counter()

@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 
 from flowgrpo.dsl import validate
+from flowgrpo.operators.executor import executor_limits
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.simulation import analyze, best_workflow
 from flowgrpo.operators.simulation.space import ENSEMBLERS, GENERATORS, TAILS
@@ -222,7 +223,7 @@ def main(argv=None) -> int:
     rng = random.Random(args.seed)
     problems = load_task(r.task, n=args.examples, seed=r.seed, split="train")
     workflows = [draw_workflow(rng) for _ in problems]
-    limits = Limits(max_llm_calls=r.executor_max_calls)
+    limits = executor_limits(cfg.executor)  # the run's call budget (executor.max_calls)
     targets = describe_targets(workflows, limits)
     print(json.dumps(targets))
     examples = build_examples(tokenizer, problems, workflows, r.max_new_tokens)

@@ -70,7 +70,7 @@ def config_of(args, seed: int | None):
 def held_out(cfg, model, tokenizer, args) -> dict:
     """The policy on ``--eval-n`` test problems, ``--eval-k`` samples each, SIMULATED executor."""
     from flowgrpo.trainer.loop import setup
-    from flowgrpo.trainer.loop.simulation_metrics import regret_settings
+    from flowgrpo.trainer.loop.metric_hooks import start_hooks
     from flowgrpo.trainer.reports.evaluate import EvalSettings, evaluate
 
     r = cfg.rollout
@@ -80,7 +80,7 @@ def held_out(cfg, model, tokenizer, args) -> dict:
     )  # fmt: skip
     executor, limits = setup.executor(cfg, model, tokenizer)
     model.eval()
-    result = evaluate(model, tokenizer, settings, executor, limits, simulation=regret_settings(cfg))
+    result = evaluate(model, tokenizer, settings, executor, limits, hooks=start_hooks(cfg))
     return {key: result.get(key) for key in EVAL_KEYS}
 
 

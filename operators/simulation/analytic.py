@@ -45,7 +45,7 @@ from flowgrpo.dsl import (
     steps_of,
     validate,
 )
-from flowgrpo.operators.interpreter import Limits
+from flowgrpo.operators.interpreter import DEFAULT_LIMITS, Limits
 from flowgrpo.operators.simulation import model
 from flowgrpo.operators.simulation.model import NONE, RIGHT, WRONG
 from flowgrpo.operators.simulation.params import DIFFICULTIES, Probs, SimulationParams
@@ -134,7 +134,7 @@ def analyze(
     does not model (CustomCodeGenerate, Test).
     """
     params = params or SimulationParams()
-    limits = limits or Limits()
+    limits = limits or DEFAULT_LIMITS
     canonical = _checked(workflow)
     mix = _mix(difficulty, params)
     parts = [(w, _analyze_level(canonical, params, level, limits)) for level, w in mix]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from flowgrpo.dsl import Workflow, canonical, validate
-from flowgrpo.operators.interpreter import Limits
+from flowgrpo.operators.interpreter import DEFAULT_LIMITS, Limits
 from flowgrpo.operators.simulation.analytic import Difficulty, WorkflowStats, analyze
 from flowgrpo.operators.simulation.params import SimulationParams
 
@@ -133,7 +133,8 @@ def best_workflow(
     if not texts:
         raise ValueError("best_workflow needs at least one candidate workflow")
     weights = (accuracy_weight, cost_weight, cost_max_calls)
-    return _best(texts, params or SimulationParams(), _key(difficulty), limits or Limits(), weights)
+    limits = limits or DEFAULT_LIMITS
+    return _best(texts, params or SimulationParams(), _key(difficulty), limits, weights)
 
 
 @lru_cache(maxsize=256)
@@ -164,7 +165,7 @@ def regret(
     None, or text that is not a valid math workflow, scores 0 (as the accuracy reward gives a
     fallback or an invalid workflow); ``Regret.workflow`` is then None. A valid workflow with an
     operator the simulation does not model (CustomCodeGenerate, Test) raises ``ValueError``.
-    Pass the run's ``limits`` (e.g. ``Limits(max_llm_calls=executor_max_calls)``): the call
+    Pass the run's ``limits`` (``operators.executor.executor_limits(section)``): the call
     budget changes what a workflow achieves.
     """
     params = params or SimulationParams()

@@ -9,8 +9,8 @@ both signals:
   SIGINT, 143 for SIGTERM). Finishing rather than abandoning the step keeps everything the
   checkpoint holds (adapter, optimizer, sampler, RNG, history) from one and the same step. The
   wait is one step at most, which the configuration bounds: generation is capped by
-  ``rollout.max_new_tokens``, each executor call by ``rollout.executor_timeout_s`` x
-  (``executor_max_retries`` + 1) plus backoff, each workflow by ``executor_max_calls``.
+  ``rollout.max_new_tokens``, each executor call by ``executor.timeout_s`` x
+  (``executor.max_retries`` + 1) plus backoff, each workflow by ``executor.max_calls``.
 * a **second** signal abandons the step at once (:class:`RunAbandoned` is raised wherever the
   main thread is): nothing more is saved, since a half-done step cannot be saved consistently;
   the last checkpoint on disk stays as it was (an interrupted save leaves only a temporary

@@ -278,9 +278,9 @@ def check_unscorable_high(history: Sequence[Mapping], config: HealthConfig) -> A
             "unscorable_max": config.unscorable_max,
             "since_step": _first_step_of_streak(history, high),
         },
-        "check the executor server (rollout.executor_base_url): is it up, overloaded, rate "
+        "check the executor server (executor.base_url): is it up, overloaded, rate "
         "limiting? the log's 'executor server at ... failed' warnings say why; raise "
-        "rollout.executor_timeout_s or executor_max_retries; stop the run (Ctrl-C saves a "
+        "executor.timeout_s or executor.max_retries; stop the run (Ctrl-C saves a "
         "checkpoint) and --resume later",
     )
 
