@@ -98,7 +98,7 @@ class ExecutorConfig:
         check(  # a plugin's backend kind or dotted path is looked up when the run is built
             isinstance(self.kind, str) and bool(self.kind.strip()),
             "executor.kind",
-            "name an executor: shared, hf, openai, simulated, a backend kind or 'pkg.mod:make'",
+            "name an executor: shared, hf, openai, a backend kind (a plugin's) or 'pkg.mod:make'",
         )
         check(bool(str(self.model).strip()), "executor.model", "name a model, or default")
         check(self.max_new_tokens >= 1, "executor.max_new_tokens", "must be >= 1 (tokens)")
