@@ -23,6 +23,7 @@ import copy
 import json
 import platform
 import sys
+import time
 from pathlib import Path
 
 from flowgrpo.trainer.reports.study import mean_interval, series
@@ -48,6 +49,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", default="docs")
     p.add_argument("--from-runs", action="store_true", help="evaluate runs already trained")
     p.add_argument("--smoke", action="store_true", help="tiny random model (for CI)")
+    p.add_argument("--world", dest="worlds", action="append", default=[],
+                   help="a world file (configs/worlds/*.yaml); repeat for several (default: the "
+                        "config's own simulation)")  # fmt: skip
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        help="a config override for every run (an ablation), e.g. optim.lr=1e-4",
+    )
+    p.add_argument("--tag", default="", help="names this setting in run folders and tables")
+    p.add_argument("--no-write", action="store_true", help="JSON only; leave RESULTS.md alone")
     args = p.parse_args(argv)
     if args.smoke:
         args.config, args.steps, args.eval_n = "configs/tiny-known-optimum.yaml", 2, 4
@@ -55,20 +68,38 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def config_of(args, seed: int | None):
+def world_overrides(world) -> list[str]:
+    """The ``--set`` overrides that put a run in ``world`` (None: the config's own)."""
+    if world is None:
+        return []
+    out = [f"executor.simulation.params:={json.dumps(dict(world.simulation))}"]
+    out += [f"rewards.weights.{k}={v}" for k, v in world.reward_weights.items()]
+    out += [f"rewards.options.{k}={json.dumps(v)}" for k, v in world.reward_options.items()]
+    return out
+
+
+def run_root(args, world) -> Path:
+    """Where a world's runs go: RUNS_DIR[/TAG][/WORLD]."""
+    root = Path(args.runs_dir) / args.tag if args.tag else Path(args.runs_dir)
+    return root / world.name if world is not None else root
+
+
+def config_of(args, seed: int | None, world=None):
     from flowgrpo.trainer.config import load_config
 
-    overrides = ["rollout.cache_path=null", "logging.save_every=0"]
+    overrides = ["rollout.cache_path=null", "logging.save_every=0", *world_overrides(world)]
+    overrides += args.overrides
     if args.steps:
         overrides.append(f"optim.max_steps={args.steps}")
     if seed is not None:
-        run_dir = Path(args.runs_dir) / f"seed{seed}"
+        run_dir = run_root(args, world) / f"seed{seed}"
         overrides += [f"optim.seed={seed}", f"rollout.seed={seed}", f"logging.output_dir={run_dir}"]
     return load_config(args.config, tuple(overrides))
 
 
 def held_out(cfg, model, tokenizer, args) -> dict:
     """The policy on ``--eval-n`` test problems, ``--eval-k`` samples each, SIMULATED executor."""
+    from flowgrpo.operators.simulation.metrics import regret_settings
     from flowgrpo.trainer.loop import setup
     from flowgrpo.trainer.loop.metric_hooks import start_hooks
     from flowgrpo.trainer.reports.evaluate import EvalSettings, evaluate
@@ -80,8 +111,31 @@ def held_out(cfg, model, tokenizer, args) -> dict:
     )  # fmt: skip
     executor, limits = setup.executor(cfg, model, tokenizer)
     model.eval()
+    sim = regret_settings(cfg)
     result = evaluate(model, tokenizer, settings, executor, limits, hooks=start_hooks(cfg))
-    return {key: result.get(key) for key in EVAL_KEYS}
+    out = {key: result.get(key) for key in EVAL_KEYS}
+    out.update(mode_of(result.get("top_workflows") or [], sim, result.get("samples") or 1))
+    return out
+
+
+MIX = {"easy": 1, "medium": 1, "hard": 1}  # the arithmetic task draws difficulties uniformly
+NEAR = 0.02  # "the best workflow, or one within 0.02 of its expected reward" (issue 20)
+
+
+def mode_of(top: list, sim, samples: int) -> dict:
+    """The most-written held-out workflow, its share and its regret on the difficulty mix."""
+    from flowgrpo.operators.simulation import best_workflow, regret
+
+    best = best_workflow(sim.params, MIX, limits=sim.limits, **sim.weights)
+    if not top:
+        return {"mode": None, "mode_share": 0.0, "mode_regret": best.reward,
+                "near_best": False, "best": best.workflow, "best_reward": best.reward}  # fmt: skip
+    text, count = top[0]
+    r = regret(text, sim.params, MIX, limits=sim.limits, **sim.weights)
+    return {
+        "mode": text, "mode_share": count / samples, "mode_regret": r.regret,
+        "near_best": r.regret <= NEAR + 1e-12, "best": best.workflow, "best_reward": best.reward,
+    }  # fmt: skip
 
 
 def base_model(cfg):
@@ -96,7 +150,23 @@ def base_model(cfg):
     return model, _pad(tokenizer)
 
 
-def train_and_eval(args, seed: int, base) -> dict:
+ALERTS = ("deadlock", "entropy_low", "zero_grad", "collapse")
+
+
+def alert_steps(history: list[dict]) -> dict:
+    """Per alert name of :data:`ALERTS`, the steps at which it fired; and rollbacks."""
+    fired: dict = {name: [] for name in ALERTS}
+    for line in history:
+        for alert in line.get("alerts") or []:
+            name = alert.get("check") or alert.get("name") if isinstance(alert, dict) else alert
+            for key in ALERTS:
+                if key in str(name):
+                    fired[key].append(line.get("step"))
+    fired["rollback"] = [line.get("step") for line in history if line.get("rollback")]
+    return fired
+
+
+def train_and_eval(args, seed: int, base, world=None) -> dict:
     """Train one seed (unless ``--from-runs``) and evaluate its final checkpoint."""
     from peft import PeftModel
 
@@ -105,28 +175,34 @@ def train_and_eval(args, seed: int, base) -> dict:
     from flowgrpo.trainer.reports.diagnose import read_jsonl
     from flowgrpo.trainer.reports.evaluate import adapter_dir
 
-    cfg = config_of(args, seed)
+    cfg = config_of(args, seed, world)
     run_dir = Path(cfg.logging.output_dir)
+    wall, cpu = time.perf_counter(), time.process_time()
     if not args.from_runs:
         model = copy.deepcopy(base[0])
         Trainer(cfg, model=model, tokenizer=base[1], overwrite=True).train()
     checkpoint = latest_checkpoint(run_dir)
     policy = PeftModel.from_pretrained(copy.deepcopy(base[0]), str(adapter_dir(checkpoint)))
     history = read_jsonl(run_dir / "metrics.jsonl")
+    evaluated = held_out(cfg, policy, base[1], args)
     return {
         "seed": seed,
+        "world": world.name if world is not None else None,
         "checkpoint": str(checkpoint),
         "steps": len(history),
         "series": {k: series(history, k) for k in SERIES_KEYS},
-        "eval": held_out(cfg, policy, base[1], args),
+        "alerts": alert_steps(history),
+        "eval": evaluated,
+        "wall_minutes": (time.perf_counter() - wall) / 60,
+        "cpu_minutes": (time.process_time() - cpu) / 60,
     }
 
 
-def start_eval(args, base) -> dict:
+def start_eval(args, base, world=None) -> dict:
     """The start policy (the config's init_adapter, else a fresh LoRA) on the held-out set."""
     from flowgrpo.trainer.loop import setup
 
-    cfg = config_of(args, None)
+    cfg = config_of(args, None, world)
     policy, tokenizer = setup.policy(cfg, model=copy.deepcopy(base[0]), tokenizer=base[1])
     return held_out(cfg, policy, tokenizer, args)
 
@@ -241,16 +317,57 @@ def write(args, start: dict, runs: list[dict]) -> Path:
     return path
 
 
+def cached_start(args, base, world) -> dict:
+    """The start's held-out numbers, reused from OUT/start-*.json when the world and every
+    override that changes sampling or evaluation (rollout.*, model.*, eval size) are the same."""
+    import hashlib
+
+    key = [world.name if world else "config", args.config, args.eval_n, args.eval_k]
+    key += sorted(o for o in args.overrides if o.startswith(("rollout.", "model.", "lora.")))
+    digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12]
+    path = Path(args.out) / f"start-{key[0]}-{digest}.json"
+    if path.exists() and not args.smoke:
+        return json.loads(path.read_text(encoding="utf-8"))
+    start = start_eval(args, base, world)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(start), encoding="utf-8")
+    return start
+
+
+def save(args, results: dict) -> Path:
+    """The results so far as ``OUT/known_optimum[-TAG].json`` (written after every seed)."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / (f"known_optimum-{args.tag}.json" if args.tag else "known_optimum.json")
+    data = {"tag": args.tag, "overrides": args.overrides, "worlds": results}
+    if len(results) == 1:  # one world: also at the top level, as before worlds existed
+        data.update(next(iter(results.values())))
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    return path
+
+
 def main(argv=None) -> None:
+    from flowgrpo.operators.simulation.worlds import load_world
+
     args = parse_args(argv)
+    worlds = [load_world(w) for w in args.worlds] or [None]
     base = base_model(config_of(args, None))
-    start = start_eval(args, base)
-    print(f"start: {start}", flush=True)
-    runs = []
-    for seed in args.seeds:
-        runs.append(train_and_eval(args, seed, base))
-        print(f"seed {seed}: {runs[-1]['eval']}", flush=True)
-    print(f"wrote {write(args, start, runs)}")
+    results: dict = {}
+    for world in worlds:
+        name = world.name if world is not None else "config"
+        start = cached_start(args, base, world)
+        print(f"[{name}] start: {start}", flush=True)
+        results[name] = {"start": start, "runs": []}
+        for seed in args.seeds:
+            run = train_and_eval(args, seed, base, world)
+            results[name]["runs"].append(run)
+            minutes = run["wall_minutes"]
+            print(f"[{name}] seed {seed}: {run['eval']} ({minutes:.1f} min)", flush=True)
+            save(args, results)
+    if not args.no_write and len(worlds) == 1:
+        only = results[next(iter(results))]
+        print(f"wrote {write(args, only['start'], only['runs'])}")
+    print(f"wrote {save(args, results)}")
 
 
 if __name__ == "__main__":

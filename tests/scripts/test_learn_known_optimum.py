@@ -34,3 +34,23 @@ def test_smoke_run_trains_evaluates_and_writes_its_section(tmp_path):
     assert "| start |" in text and "| **mean ± 95% CI** |" in text
     assert "SIMULATED" in text
     assert (tmp_path / "figures" / "known_optimum.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow
+def test_worlds_each_get_their_runs_start_and_mode(tmp_path):
+    worlds = [REPO / "configs" / "worlds" / f"{w}.yaml" for w in ("cheap", "answer-ensembles")]
+    cmd = [sys.executable, str(REPO / "scripts" / "learn_known_optimum.py"), "--smoke",
+           "--seeds", "0", "--tag", "t", "--no-write", "--out", str(tmp_path),
+           "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
+    for world in worlds:
+        cmd += ["--world", str(world)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads((tmp_path / "known_optimum-t.json").read_text())
+    assert list(data["worlds"]) == ["cheap", "answer-ensembles"]
+    cheap, answer = data["worlds"]["cheap"], data["worlds"]["answer-ensembles"]
+    assert cheap["start"]["best"] == "Programmer"  # the cost weight of the world file is used
+    assert answer["start"]["best"].startswith("[AnswerGenerate, AnswerGenerate, AnswerGenerate]")
+    for name in data["worlds"]:
+        assert (tmp_path / "runs" / "t" / name / "seed0" / "metrics.jsonl").exists()
+    assert not (tmp_path / "RESULTS.md").exists()  # --no-write

@@ -1,0 +1,72 @@
+"""Worlds of the SIMULATED executor (operators/simulation/worlds.py, configs/worlds/)."""
+
+from pathlib import Path
+
+import pytest
+
+from flowgrpo.operators.interpreter import Limits
+from flowgrpo.operators.simulation import SimulationParams, best_workflow
+from flowgrpo.operators.simulation.worlds import load_world, world_from_dict
+
+WORLDS = Path(__file__).parents[2] / "configs" / "worlds"
+MIX = {"easy": 1, "medium": 1, "hard": 1}
+
+
+def _best(world):
+    cost = world.reward_weights.get("cost", 0.0)
+    return best_workflow(world.params, MIX, limits=Limits(max_llm_calls=12), cost_weight=cost)
+
+
+def test_the_project_ships_four_worlds_with_a_summary_each():
+    worlds = [load_world(p) for p in sorted(WORLDS.glob("*.yaml"))]
+    assert {w.name for w in worlds} == {"default", "review-loops", "answer-ensembles", "cheap"}
+    assert all(w.summary for w in worlds)
+
+
+@pytest.mark.parametrize(
+    ("name", "must", "must_not"),
+    [
+        ("default", ["[Programmer, Programmer, Programmer]"], []),
+        ("review-loops", ["(Review ? Revise : done) * 3"], ["Programmer"]),
+        ("answer-ensembles", ["[AnswerGenerate, AnswerGenerate, AnswerGenerate]"],
+         ["Programmer", "Review", "Revise"]),
+        ("cheap", ["Programmer"], ["->", "["]),
+    ],
+)  # fmt: skip
+def test_each_world_is_won_by_the_kind_its_summary_names(name, must, must_not):
+    best = _best(load_world(WORLDS / f"{name}.yaml")).workflow
+    assert all(part in best for part in must), best
+    assert not any(part in best for part in must_not), best
+
+
+def test_the_worlds_optima_differ():
+    bests = {_best(load_world(p)).workflow for p in WORLDS.glob("*.yaml")}
+    assert len(bests) == 4
+
+
+def test_simulation_overrides_keep_the_other_defaults():
+    world = world_from_dict({"simulation": {"review_false_alarm": 0.05}})
+    assert world.params.review_false_alarm == 0.05
+    assert world.params.programmer_correct == SimulationParams().programmer_correct
+    assert world.name == "world" and world.reward_weights == {}
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"simulaton": {}}, "unknown keys ['simulaton']"),
+        ({"simulation": {"review_detect": 1.5}}, "review_detect"),
+        ({"rewards": {"weights": {"cost": -1}}}, "rewards.weights.cost"),
+        ({"rewards": {"weight": {}}}, "unknown keys ['weight']"),
+        ([1, 2], "expected a mapping"),
+    ],
+)
+def test_bad_worlds_name_the_key(data, message):
+    with pytest.raises(ValueError, match="world") as info:
+        world_from_dict(data)
+    assert message in str(info.value)
+
+
+def test_a_missing_file_says_where_the_worlds_are(tmp_path):
+    with pytest.raises(ValueError, match="configs/worlds"):
+        load_world(tmp_path / "nope.yaml")
