@@ -167,6 +167,7 @@ class RolloutConfig:
         max_new_tokens: completion budget in tokens (also Dr. GRPO's constant normaliser).
         generate_merged: sample on merged LoRA weights (faster; base weights restored exactly).
         logprob_mode: shared_prompt (prompt computed once per group) or full.
+        constrained: off or grammar (sample and score only grammar-valid text; CONSTRAINED.md).
         execute: run valid workflows with the executor (accuracy/cost rewards); off = validity
             and diversity only.
         executor: shared (the policy's base weights, adapter disabled), hf (a separate model),
@@ -202,6 +203,7 @@ class RolloutConfig:
     max_new_tokens: int = 40
     generate_merged: bool = True
     logprob_mode: Literal["shared_prompt", "full"] = "shared_prompt"
+    constrained: Literal["off", "grammar"] = "off"
     execute: bool = True
     executor: str = "shared"
     executor_model: str = "default"
@@ -235,11 +237,11 @@ class RolloutConfig:
         )
         check(0 < self.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
         check(self.max_new_tokens >= 1, "rollout.max_new_tokens", "must be >= 1")
-        check(
-            self.logprob_mode in ("shared_prompt", "full"),
-            "rollout.logprob_mode",
-            "use shared_prompt or full",
-        )
+        for name, ok in (
+            ("logprob_mode", ("shared_prompt", "full")),
+            ("constrained", ("off", "grammar")),
+        ):
+            check(getattr(self, name) in ok, f"rollout.{name}", "use " + " or ".join(ok))
         check(  # a plugin's backend kind or dotted path is looked up when the run is built
             isinstance(self.executor, str) and bool(self.executor.strip()),
             "rollout.executor",

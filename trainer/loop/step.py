@@ -113,7 +113,8 @@ def sample_and_score(env: StepEnv, problems: Sequence[Problem]) -> Scored:
     r, run = env.config.rollout, env.environment
     rollout = generate_rollout(
         env.model, env.tokenizer, problems, r.num_generations, r.temperature, r.top_p,
-        r.max_new_tokens, r.generate_merged, prompt=run.prompt,
+        r.max_new_tokens, r.generate_merged, prompt=run.prompt, constrained=r.constrained,
+        limits=run.limits,
     )  # fmt: skip
     k = rollout.group_size  # from here on, K is the rollout's
     start = time.perf_counter()
