@@ -129,6 +129,7 @@ class RolloutConfig:
         max_new_tokens: completion budget in tokens (also Dr. GRPO's constant normaliser).
         generate_merged: sample on merged LoRA weights (faster; base weights restored exactly).
         logprob_mode: shared_prompt (prompt computed once per group) or full.
+        constrained: off or grammar (sample and score only grammar-valid text; CONSTRAINED.md).
         execute: run valid workflows with the executor (the ``executor`` section; accuracy/cost
             rewards); off = validity and diversity only.
         cache_path: JSONL file for the execution cache (relative to the run dir), or null.
@@ -148,6 +149,7 @@ class RolloutConfig:
     max_new_tokens: int = 40
     generate_merged: bool = True
     logprob_mode: Literal["shared_prompt", "full"] = "shared_prompt"
+    constrained: Literal["off", "grammar"] = "off"
     execute: bool = True
     cache_path: str | None = "execution_cache.jsonl"
     dynamic_sampling: bool = True
@@ -171,11 +173,11 @@ class RolloutConfig:
         )
         check(0 < self.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
         check(self.max_new_tokens >= 1, "rollout.max_new_tokens", "must be >= 1")
-        check(
-            self.logprob_mode in ("shared_prompt", "full"),
-            "rollout.logprob_mode",
-            "use shared_prompt or full",
-        )
+        for name, ok in (
+            ("logprob_mode", ("shared_prompt", "full")),
+            ("constrained", ("off", "grammar")),
+        ):
+            check(getattr(self, name) in ok, f"rollout.{name}", "use " + " or ".join(ok))
         check(self.max_resample_rounds >= 0, "rollout.max_resample_rounds", "must be >= 0")
 
 

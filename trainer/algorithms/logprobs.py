@@ -54,9 +54,11 @@ def group_logprobs(
     mask_KT: torch.Tensor,
     mode: str = "shared_prompt",
     temperature: float = 1.0,
+    allowed_KTV=None,
 ):
     """(logp_KT, entropy_KT) of the K completions of one prompt at ``temperature`` (the
-    sampling temperature; grad mode is the caller's)."""
+    sampling temperature; grad mode is the caller's). ``allowed_KTV``: the grammar mask the
+    completions were sampled under (bool [K, T, V], None: unconstrained)."""
     if mode not in ("shared_prompt", "full"):
         raise ValueError(f"logprob mode must be 'shared_prompt' or 'full', got {mode!r}")
     device = next(model.parameters()).device
@@ -64,4 +66,4 @@ def group_logprobs(
     mask_KT = mask_KT.to(device).long()
     fn = _completion_logits_shared if mode == "shared_prompt" else _completion_logits_full
     logits_KTV = fn(model, prompt_P, completion_KT, mask_KT)
-    return token_logprobs_and_entropy(logits_KTV, completion_KT, temperature)
+    return token_logprobs_and_entropy(logits_KTV, completion_KT, temperature, allowed_KTV)

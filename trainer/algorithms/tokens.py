@@ -92,7 +92,7 @@ def kl_k3(logp_NT: Tensor, ref_logp_NT: Tensor) -> Tensor:
 
 
 def token_logprobs_and_entropy(
-    logits_NTV: Tensor, targets_NT: Tensor, temperature: float = 1.0
+    logits_NTV: Tensor, targets_NT: Tensor, temperature: float = 1.0, allowed_NTV=None
 ) -> tuple[Tensor, Tensor]:
     """(logp_NT, entropy_NT) in float32 of the distribution softmax(logits / temperature).
 
@@ -103,6 +103,11 @@ def token_logprobs_and_entropy(
     add 0, not NaN, to value and gradient. top_p / top_k are NOT applied: the ratio compares the
     full tempered distributions of the new and old policy (what TRL and verl do); the sampled
     tokens come from the truncated one, so the update is slightly off-policy there.
+
+    ``allowed_NTV`` (bool, optional): the sampling constraint (grammar-constrained rollouts).
+    Disallowed logits are set to -inf before the softmax, so log-probs and entropy are those of
+    the constrained distribution, renormalised over the allowed tokens: exactly what was
+    sampled, so the ratio of the first update is 1.
     """
     if logits_NTV.dim() != 3 or tuple(targets_NT.shape) != tuple(logits_NTV.shape[:2]):
         raise ValueError(
@@ -113,6 +118,8 @@ def token_logprobs_and_entropy(
         raise ValueError(f"temperature must be > 0 (the sampling temperature), got {temperature}")
     if temperature != 1.0:
         logits_NTV = logits_NTV / temperature
+    if allowed_NTV is not None:
+        logits_NTV = logits_NTV.masked_fill(~allowed_NTV.to(logits_NTV.device), -torch.inf)
     logp_NTV = torch.log_softmax(logits_NTV, dim=-1, dtype=torch.float32)
     logp_NT = logp_NTV.gather(-1, targets_NT.long().unsqueeze(-1)).squeeze(-1)
     finite_logp = logp_NTV.clamp_min(torch.finfo(torch.float32).min)

@@ -14,9 +14,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache
+from transformers import DynamicCache, TopPLogitsWarper
 
 from flowgrpo.operators.tasks.base import Problem
+from flowgrpo.trainer.loop.constrain import (
+    CONSTRAINED_MODES,
+    GrammarMask,
+    grammar_tokenizer,
+    make_matchers,
+    pad_bits,
+)
 from flowgrpo.trainer.loop.policy import merged_adapter
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
 
@@ -36,6 +43,8 @@ class Rollout:
         truncated_N: [N] bool, True when no EOS was produced within max_new_tokens.
         texts: N decoded completions (special tokens removed).
         seconds: wall time of generation.
+        allowed_bits_NTW: with ``rollout.constrained: grammar``, the packed grammar mask of
+            every position ([N, T, W] int32, see ``constrain.GrammarMask``); None otherwise.
     """
 
     problems: list[Problem]
@@ -46,6 +55,7 @@ class Rollout:
     truncated_N: torch.Tensor
     texts: list[str]
     seconds: float
+    allowed_bits_NTW: torch.Tensor | None = None
 
     @property
     def lengths_N(self):
@@ -64,6 +74,7 @@ class Rollout:
             self.truncated_N[rows],
             [self.texts[int(r)] for r in rows],
             self.seconds,
+            None if self.allowed_bits_NTW is None else self.allowed_bits_NTW[rows],
         )
 
 
@@ -122,12 +133,17 @@ def generate_rollout(
     merge: bool = True,
     prefill_once: bool = True,
     prompt: PolicyPrompt | None = None,
+    constrained: str = "off",
+    limits=None,
 ) -> Rollout:
     """Sample ``group_size`` completions for each problem in one batched ``generate`` call.
 
     ``temperature <= 0`` decodes greedily (evaluation with K = 1). With ``prefill_once`` each
     prompt is prefilled once and its KV cache repeated K times (:func:`prefill_prompts`).
     ``prompt``: the run's prompt and operator table (None: the built-in prompt).
+    ``constrained``: ``grammar`` masks every token the workflow grammar of the problem's domain
+    cannot continue with (:class:`~.constrain.GrammarMask`; ``limits``: the run's dsl Limits);
+    ``off`` samples freely.
     """
     start = time.perf_counter()
     prompt = prompt if prompt is not None else PolicyPrompt()
@@ -148,9 +164,10 @@ def generate_rollout(
         with torch.no_grad(), merged_adapter(model, merge):
             ids = enc["input_ids"].to(device).repeat_interleave(group_size, dim=0)
             mask = enc["attention_mask"].to(device).repeat_interleave(group_size, dim=0)
-            extra = {}
+            grammar = _grammar_mask(constrained, model, tokenizer, problems, ids, prompt, limits)
+            sampling, extra = _masked_sampling(sampling, grammar, top_p)
             if prefill_once:
-                extra = {"past_key_values": prefill_prompts(model, prompt_ids, group_size)}
+                extra["past_key_values"] = prefill_prompts(model, prompt_ids, group_size)
             out = model.generate(
                 input_ids=ids, attention_mask=mask, **sampling, **extra,
                 max_new_tokens=max_new_tokens, eos_token_id=eos,
@@ -160,7 +177,37 @@ def generate_rollout(
         model.train(was_training)
     completions = out[:, ids.shape[1] :].cpu()
     seconds = time.perf_counter() - start
-    return _make_rollout(problems, group_size, prompt_ids, completions, eos, tokenizer, seconds)
+    rollout = _make_rollout(problems, group_size, prompt_ids, completions, eos, tokenizer, seconds)
+    if grammar is not None:  # the mask of every sampled position, for the update
+        rollout.allowed_bits_NTW = grammar.allowed_bits(rollout.completion_ids_NT.shape[1])
+    return rollout
+
+
+def _masked_sampling(sampling: dict, grammar: GrammarMask | None, top_p: float):
+    """(generate's sampling arguments, its logits processors): the mask runs before top-p
+    (``generate`` would run a custom processor after its own top-p), so top-p truncates the
+    constrained distribution and can never leave no token."""
+    if grammar is None:
+        return sampling, {}
+    if sampling.get("do_sample") and top_p < 1:
+        return {**sampling, "top_p": 1.0}, {"logits_processor": [grammar, TopPLogitsWarper(top_p)]}
+    return sampling, {"logits_processor": [grammar]}
+
+
+def _grammar_mask(constrained, model, tokenizer, problems, ids_NP, prompt, limits):
+    """The mask processor of one ``generate`` call, one matcher per row of the left-padded
+    prompts ``ids_NP`` (K consecutive rows per problem); None when ``constrained`` is off."""
+    if constrained not in CONSTRAINED_MODES:
+        raise ValueError(f"constrained must be one of {CONSTRAINED_MODES}, got {constrained!r}")
+    if constrained == "off":
+        return None
+    eos = _eos_ids(model, tokenizer)
+    vocab = model.config.vocab_size
+    ll_tokenizer = grammar_tokenizer(tokenizer, vocab, eos)
+    k = ids_NP.shape[0] // len(problems)
+    domains = [p.domain for p in problems for _ in range(k)]
+    matchers = make_matchers(ll_tokenizer, domains, prompt.operators, limits)
+    return GrammarMask(matchers, ids_NP.shape[1], vocab)
 
 
 def _left_padded(tokenizer, texts: list[str]):
@@ -237,4 +284,13 @@ def concat_rollouts(parts: Sequence[Rollout]) -> Rollout:
         torch.cat([p.truncated_N for p in parts]),
         [t for p in parts for t in p.texts],
         sum(p.seconds for p in parts),
+        _concat_bits(parts, width),
     )
+
+
+def _concat_bits(parts: Sequence[Rollout], width: int):
+    if all(p.allowed_bits_NTW is None for p in parts):
+        return None
+    if any(p.allowed_bits_NTW is None for p in parts):
+        raise ValueError("cannot concatenate constrained and unconstrained rollouts")
+    return torch.cat([pad_bits(p.allowed_bits_NTW, width) for p in parts])

@@ -112,9 +112,17 @@ def sample_and_score(env: StepEnv, problems: Sequence[Problem]) -> Scored:
     everything after the sampling reads K from the rollout."""
     r, run = env.config.rollout, env.environment
     rollout = generate_rollout(
-        env.model, env.tokenizer, problems, r.num_generations, r.temperature, r.top_p,
-        r.max_new_tokens, r.generate_merged, prompt=run.prompt,
-    )  # fmt: skip
+        env.model,
+        env.tokenizer,
+        problems,
+        r.num_generations,
+        r.temperature,
+        r.top_p,
+        r.max_new_tokens,
+        r.generate_merged,
+        prompt=run.prompt,
+        constrained=r.constrained,
+    )  # fmt: skip  (the grammar uses validate's default dsl Limits, as make_sample does)
     k = rollout.group_size  # from here on, K is the rollout's
     start = time.perf_counter()
     samples = prepare_samples(

@@ -37,6 +37,7 @@ from flowgrpo.trainer.algorithms.objective import (
     policy_objective,
     train_mask,
 )
+from flowgrpo.trainer.loop.constrain import unpack_allowed
 from flowgrpo.trainer.loop.policy import adapter_disabled
 from flowgrpo.trainer.loop.rollout import Rollout
 
@@ -113,6 +114,13 @@ def _rows(rollout: Rollout, g: int) -> slice:
     return slice(g * k, (g + 1) * k)
 
 
+def _allowed(model, rollout: Rollout, rows: slice):
+    """The grammar mask of ``rows`` (bool [K, T, V]; None for an unconstrained rollout)."""
+    if rollout.allowed_bits_NTW is None:
+        return None
+    return unpack_allowed(rollout.allowed_bits_NTW[rows], model.config.vocab_size)
+
+
 def _score_groups(model, rollout: Rollout, settings: UpdateSettings, reference: bool = False):
     """(logp_NT, entropy_NT) of every row without gradients (old / reference / selection)."""
     logp, entropy = [], []
@@ -122,7 +130,7 @@ def _score_groups(model, rollout: Rollout, settings: UpdateSettings, reference: 
             rows = _rows(rollout, g)
             lp, ent = group_logprobs(
                 model, prompt, rollout.completion_ids_NT[rows], rollout.mask_NT[rows],
-                settings.logprob_mode, settings.temperature,
+                settings.logprob_mode, settings.temperature, _allowed(model, rollout, rows),
             )  # fmt: skip
             logp.append(lp.cpu())
             entropy.append(ent.cpu())
@@ -167,7 +175,7 @@ def _backward_groups(model, batch, settings, stats, old_NT, ref_NT) -> dict:
         mask_KT = r.mask_NT[rows].to(device)
         logp_KT, entropy_KT = group_logprobs(
             model, prompt, r.completion_ids_NT[rows], mask_KT, settings.logprob_mode,
-            settings.temperature,
+            settings.temperature, _allowed(model, r, rows),
         )  # fmt: skip
         adv_K = batch.adv_N[rows].to(device)
         total, metrics = policy_objective(

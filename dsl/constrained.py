@@ -1,0 +1,100 @@
+"""The workflow grammar as a sampling constraint: a sub-language of ``workflow.lark`` for one
+domain and operator table, written as a Lark grammar for an incremental token matcher
+(llguidance, see docs/CONSTRAINED.md).
+
+Every string the constraint grammar accepts parses with ``workflow.lark`` and passes
+:func:`~flowgrpo.dsl.validate.validate` for its domain, except for the call budget
+(``too_many_calls``), which a context-free grammar cannot count compactly and which ``validate``
+still checks. The rules it encodes, beyond the syntax:
+
+* operators: only the table's names allowed for the domain (user operators included), by role;
+  an instruction ``("...")`` only on operators that take one (at most 48 characters);
+* ``needs_solution``: a sequence that has no solution yet starts with a generator (or a
+  parallel block, or a group, whose every branch does); checkers and refiners come later;
+* ``ensemble_needs_candidates``: an ensembler only right after a parallel block;
+* ``condition_not_checker``: the condition of ``?`` is a checker;
+* ``loop_count`` and ``too_deep``: counts 1..max_loop_count, nesting at most max_depth
+  (one rule family per remaining depth);
+* the canonical spacing (``A -> B``, ``[A, B]``, ``X ? Y : done``, ``(A) * 2``), so the
+  policy spends no probability on whitespace.
+
+Pure text: no matcher is imported here (the dsl package has no heavy dependencies).
+"""
+
+from __future__ import annotations
+
+from flowgrpo.dsl.operators import CHECKER, ENSEMBLER, GENERATOR, REFINER, OperatorTable
+from flowgrpo.dsl.operators import default_table as _default_table
+from flowgrpo.dsl.validate import Limits
+
+_STRING = r'/"[^"\\\n]{0,48}"/'
+
+
+def _names(table: OperatorTable, allowed, role: str, instruction: bool) -> list[str]:
+    return [
+        n
+        for n in table.names_with_role(role)
+        if n in allowed and table[n].takes_instruction == instruction
+    ]
+
+
+def _op_rule(name: str, table: OperatorTable, allowed, roles: tuple[str, ...]) -> str | None:
+    """``name: "A" | "B" ("(" STRING ")")?`` for the operators of ``roles``; None when empty."""
+    alts = []
+    for instruction in (False, True):
+        names = [n for r in roles for n in _names(table, allowed, r, instruction)]
+        if names:
+            lits = " | ".join(f'"{n}"' for n in names)
+            alts.append(f'({lits}) ("(" STRING ")")?' if instruction else f"({lits})")
+    return f"{name}: " + " | ".join(alts) if alts else None
+
+
+def _depth_rules(d: int, has: dict) -> list[str]:
+    """Rules of remaining depth ``d`` for both families: h (no solution yet), s (a solution)."""
+    rules = []
+    for f in ("h", "s"):
+        units = [f"op_{f}", f'"(" seq_{f}{d} ")"']
+        steps = [f"unit_{f}{d}"]
+        if d > 0:
+            units.append(f"par_{f}{d}")
+            steps.append(f'unit_{f}{d - 1} " * " COUNT')
+            if has["ens"]:
+                steps.append(f'par_{f}{d} " -> " op_ens')
+            if f == "s" and has["chk"]:
+                steps.append(f'op_chk " ? " branch{d - 1} " : " branch{d - 1}')
+            rules.append(f'par_{f}{d}: "[" seq_{f}{d - 1} (", " seq_{f}{d - 1})+ "]"')
+        rules.append(f"unit_{f}{d}: " + " | ".join(units))
+        rules.append(f"step_{f}{d}: " + " | ".join(steps))
+        rules.append(f'seq_{f}{d}: step_{f}{d} (" -> " step_s{d})*')
+    rules.append(f'branch{d}: unit_s{d} | "done"')
+    return rules
+
+
+def workflow_grammar(
+    domain: str, operators: OperatorTable | None = None, limits: Limits | None = None
+) -> str:
+    """The Lark text of the constraint grammar for ``domain`` (see the module docstring).
+
+    ``operators``: the run's table (None: the process-wide table); ``limits``: the validator's
+    bounds (None: the defaults). Raises ValueError when the domain has no generator (no
+    workflow can be valid then).
+    """
+    table = operators if operators is not None else _default_table()
+    limits = limits if limits is not None else Limits()
+    allowed = table.for_domain(domain)
+    op_rules = {
+        "op_h": _op_rule("op_h", table, allowed, (GENERATOR,)),
+        "op_s": _op_rule("op_s", table, allowed, (GENERATOR, CHECKER, REFINER)),
+        "op_chk": _op_rule("op_chk", table, allowed, (CHECKER,)),
+        "op_ens": _op_rule("op_ens", table, allowed, (ENSEMBLER,)),
+    }
+    if op_rules["op_h"] is None:
+        raise ValueError(f"the {domain} domain has no generator: no workflow can be valid")
+    has = {"chk": op_rules["op_chk"] is not None, "ens": op_rules["op_ens"] is not None}
+    top = limits.max_depth
+    counts = " | ".join(f'"{i}"' for i in range(1, limits.max_loop_count + 1))
+    lines = [f"start: seq_h{top}", *[r for r in op_rules.values() if r is not None]]
+    for d in range(top + 1):
+        lines += _depth_rules(d, has)
+    lines += [f"COUNT: {counts}", f"STRING: {_STRING}"]
+    return "\n".join(lines) + "\n"
