@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from flowgrpo.dsl.operators import CHECKER, ENSEMBLER, GENERATOR, REFINER, OperatorTable
 from flowgrpo.dsl.operators import default_table as _default_table
-from flowgrpo.dsl.validate import Limits
+from flowgrpo.dsl.validate import DEFAULT_LIMITS, Limits
 
 _STRING = r'/"[^"\\\n]{0,48}"/'
 
@@ -80,7 +80,7 @@ def workflow_grammar(
     workflow can be valid then).
     """
     table = operators if operators is not None else _default_table()
-    limits = limits if limits is not None else Limits()
+    limits = limits if limits is not None else DEFAULT_LIMITS
     allowed = table.for_domain(domain)
     op_rules = {
         "op_h": _op_rule("op_h", table, allowed, (GENERATOR,)),

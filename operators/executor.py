@@ -19,17 +19,30 @@ the fields that are set.
 from __future__ import annotations
 
 import inspect
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from flowgrpo.configuration import check
+import yaml
+
+from flowgrpo.configuration import ConfigError, check
 from flowgrpo.operators.backends import find_backend, make_backend
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.llm import LLM
 from flowgrpo.operators.ops import OpSettings
 from flowgrpo.operators.simulation.settings import SimulationSettings
 
-__all__ = ["ExecutorConfig", "build_executor", "check_executor", "executor_limits"]
+__all__ = [
+    "ExecutorConfig",
+    "build_executor",
+    "check_executor",
+    "executor_limits",
+    "move_deprecated_keys",
+    "moved_overrides",
+]
+
+logger = logging.getLogger(__name__)
 
 #: Kinds :func:`build_executor` builds itself (any other is looked up in ``BACKENDS``).
 BUILT_IN_KINDS = ("shared", "hf", "openai")
@@ -116,6 +129,82 @@ class ExecutorConfig:
         """``ConfigError`` when this executor cannot run the problems of ``task`` (a task
         spec, ``rollout.task``); each backend's settings say which it cannot."""
         self.simulation.check_task(self.kind, task)
+
+
+def _deprecated(old: str, new: str, where: str) -> None:
+    logger.warning(
+        "%s: rollout.%s is deprecated and will be removed in the next release; it is read as "
+        "executor.%s (write that instead)", where, old, new,
+    )  # fmt: skip
+
+
+def move_deprecated_keys(data: dict, where: str = "config") -> dict:
+    """Move the old flat ``rollout.executor*`` / ``rollout.simulation`` keys of raw config
+    ``data`` to the ``executor`` section, with a deprecation message naming both keys.
+
+    Setting an old key and its new key to different values is a ``ConfigError``. ``where``
+    (a file name, or ``config``) begins each message. Returns ``data``, changed in place."""
+    old_to_new = ExecutorConfig.DEPRECATED_ROLLOUT_KEYS
+    rollout = data.get("rollout")
+    old_keys = [key for key in rollout if key in old_to_new] if isinstance(rollout, dict) else []
+    if not old_keys:
+        return data
+    section = data.get("executor")
+    if section is None:
+        section = data["executor"] = {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"executor: expected a mapping, got {section!r}")
+    for old in old_keys:
+        new, value = old_to_new[old], rollout.pop(old)
+        if new in section and section[new] != value:
+            raise ConfigError(
+                f"rollout.{old} (deprecated) = {value!r} and executor.{new} = {section[new]!r} "
+                f"are both set: keep executor.{new} only"
+            )
+        section[new] = value
+        _deprecated(old, new, where)
+    return data
+
+
+def _new_key(assignment: str) -> str:
+    """``rollout.<old key>...=v`` as ``executor.<new field>...=v`` (with the message)."""
+    old_to_new = ExecutorConfig.DEPRECATED_ROLLOUT_KEYS
+    dotted, sep, raw = assignment.partition("=")
+    keys = dotted.strip().split(".")
+    old = keys[1].rstrip(":") if len(keys) > 1 else ""
+    if keys[0] != "rollout" or old not in old_to_new:
+        return assignment
+    _deprecated(old, old_to_new[old], "--set")
+    keys[:2] = ["executor", old_to_new[old] + keys[1][len(old) :]]
+    return ".".join(keys) + sep + raw
+
+
+def _value(raw: str) -> Any:
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:  # reported when the override is applied
+        return raw
+
+
+def moved_overrides(overrides: Sequence[str]) -> tuple[str, ...]:
+    """The ``--set`` assignments with each old ``rollout.<key>`` rewritten as
+    ``executor.<field>`` (with a deprecation message naming both keys). An old and a new key
+    given different values in the same command is a ``ConfigError``."""
+    moved, given = [], {}  # target key -> (value, assignment as written, written with old key)
+    for assignment in overrides:
+        new = _new_key(assignment)
+        dotted, _, raw = new.partition("=")
+        target, value, old = dotted.rstrip(":").strip(), _value(raw), new != assignment
+        earlier = given.get(target)
+        if earlier is not None and earlier[2] != old and earlier[0] != value:
+            first, second = (earlier[1], assignment) if earlier[2] else (assignment, earlier[1])
+            raise ConfigError(
+                f"--set {first} (deprecated) and --set {second} give {target} different "
+                f"values: keep --set {second} only"
+            )
+        given[target] = (value, assignment, old)
+        moved.append(new)
+    return tuple(moved)
 
 
 def check_executor(section: ExecutorConfig) -> tuple[str, ...]:

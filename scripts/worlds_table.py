@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from flowgrpo.operators.interpreter import Limits
+from flowgrpo.operators.executor import ExecutorConfig, executor_limits
 from flowgrpo.operators.simulation import analyze
 from flowgrpo.operators.simulation.space import expected_reward, workflow_space
 from flowgrpo.operators.simulation.worlds import load_world
@@ -35,7 +35,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def ranked(world, args) -> list[tuple[float, float, float, str]]:
     """(reward, accuracy, expected calls, workflow) of the whole space, best first."""
-    limits = Limits(max_llm_calls=args.max_calls)
+    limits = executor_limits(ExecutorConfig(max_calls=args.max_calls))  # the one builder
     cost = float(world.reward_weights.get("cost", 0.0))
     rows = []
     for text in workflow_space():

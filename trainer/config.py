@@ -20,7 +20,7 @@ import yaml
 from flowgrpo.configuration import ConfigError, check, from_dict, to_dict
 from flowgrpo.dsl.fewshot import PromptSpec
 from flowgrpo.operators.custom import check_records
-from flowgrpo.operators.executor import ExecutorConfig
+from flowgrpo.operators.executor import ExecutorConfig, move_deprecated_keys, moved_overrides
 from flowgrpo.plugins import check_plugins
 from flowgrpo.rewards import RewardSpec
 from flowgrpo.trainer.algorithms.losses import LossConfig
@@ -368,58 +368,6 @@ def _free_mapping(keys: list[str]) -> dict | None:
     return None
 
 
-#: Old flat ``rollout`` keys -> their field in the ``executor`` section (read for one release).
-_OLD_KEYS = ExecutorConfig.DEPRECATED_ROLLOUT_KEYS
-
-
-def _deprecated(old: str, new: str, where: str) -> None:
-    logger.warning(
-        "%s: rollout.%s is deprecated and will be removed in the next release; it is read as "
-        "executor.%s (write that instead)", where, old, new,
-    )  # fmt: skip
-
-
-def move_deprecated_keys(data: dict, where: str = "config") -> dict:
-    """Move the old flat ``rollout.executor*`` / ``rollout.simulation`` keys of raw config
-    ``data`` to the ``executor`` section, with a deprecation message naming both keys.
-
-    Setting an old key and its new key to different values is a ``ConfigError``. ``where``
-    (a file name, or ``config``) begins each message. Returns ``data``, changed in place."""
-    rollout = data.get("rollout")
-    if not isinstance(rollout, dict):
-        return data
-    old_keys = [key for key in rollout if key in _OLD_KEYS]
-    if not old_keys:
-        return data
-    section = data.get("executor")
-    if section is None:
-        section = data["executor"] = {}
-    if not isinstance(section, dict):
-        raise ConfigError(f"executor: expected a mapping, got {section!r}")
-    for old in old_keys:
-        new, value = _OLD_KEYS[old], rollout.pop(old)
-        if new in section and section[new] != value:
-            raise ConfigError(
-                f"rollout.{old} (deprecated) = {value!r} and executor.{new} = {section[new]!r} "
-                f"are both set: keep executor.{new} only"
-            )
-        section[new] = value
-        _deprecated(old, new, where)
-    return data
-
-
-def _new_key(assignment: str) -> str:
-    """``--set rollout.<old key>...=v`` as ``executor.<new field>...=v`` (with the message)."""
-    dotted, sep, raw = assignment.partition("=")
-    keys = dotted.strip().split(".")
-    old = keys[1].rstrip(":") if len(keys) > 1 else ""
-    if keys[0] != "rollout" or old not in _OLD_KEYS:
-        return assignment
-    _deprecated(old, _OLD_KEYS[old], "--set")
-    keys[:2] = ["executor", _OLD_KEYS[old] + keys[1][len(old) :]]
-    return ".".join(keys) + sep + raw
-
-
 def apply_override(data: dict, assignment: str) -> None:
     """Apply ``section.key=value`` (value parsed as YAML) to the raw config dict.
 
@@ -466,8 +414,8 @@ def load_config(path: str | Path | None = None, overrides: tuple[str, ...] = ())
         except yaml.YAMLError as exc:
             raise ConfigError(f"{p}: not valid YAML: {exc}") from None
     move_deprecated_keys(data, str(path) if path is not None else "config")
-    for assignment in overrides:
-        apply_override(data, _new_key(assignment))
+    for assignment in moved_overrides(overrides):  # old rollout.executor* keys: executor.*
+        apply_override(data, assignment)
     return from_dict(TrainConfig, data)  # data only: plugins are imported by the environment
 
 

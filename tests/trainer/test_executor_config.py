@@ -96,6 +96,22 @@ def test_old_and_new_key_with_different_values_is_an_error(tmp_path):
     assert load_config(write(tmp_path / "same.yaml", same)).executor.max_calls == 4
 
 
+def test_old_and_new_set_keys_with_different_values_is_an_error():
+    """In one command, ``--set`` with an old key and with its new key: different values are an
+    error (either order); the same value, or an old key set twice, is not."""
+    for pair in [
+        ("rollout.executor_max_calls=3", "executor.max_calls=4"),
+        ("executor.max_calls=4", "rollout.executor_max_calls=3"),
+        ("rollout.simulation.seed=1", "executor.simulation.seed=2"),
+    ]:
+        with pytest.raises(ConfigError, match=r"--set rollout\..*deprecated.*--set executor\."):
+            load_config(None, pair)
+    same = load_config(None, ("rollout.executor_max_calls=4", "executor.max_calls=4"))
+    assert same.executor.max_calls == 4
+    twice = load_config(None, ("rollout.executor_max_calls=4", "rollout.executor_max_calls=5"))
+    assert twice.executor.max_calls == 5
+
+
 def test_the_saved_config_has_the_section_and_no_old_key(tmp_path):
     cfg = load_config(None, ("executor.kind=hf", "executor.timeout_s=7"))
     save_config(cfg, tmp_path / "config.yaml")
