@@ -8,10 +8,11 @@ plugin registers a :class:`MetricsHook` when it is imported::
 
     register_metrics_hook("mine", MetricsHook(keys=("mine/score",), start=start, compute=compute))
 
-For a run, ``hook.start(config)`` is called once when the run is set up (the ``TrainConfig``,
-after its plugins and its executor's plugin are imported); it returns the hook's settings for
-the run, or None when the hook has nothing to say about this run (then it is never called
-again). Each step, ``hook.compute(settings, workflows, problems)`` gets the step's first
+For a run, ``hook.start(config, limits)`` is called once when the run is set up (the
+``TrainConfig``, after its plugins and its executor's plugin are imported, and the interpreter's
+per-workflow ``Limits`` of its ``executor`` section); it returns the hook's settings for the run,
+or None when the hook has nothing to say about this run (then it is never called again).
+Each step, ``hook.compute(settings, workflows, problems)`` gets the step's first
 rollout, one entry per completion: the canonical text of its valid workflow or None (fallback or
 invalid), and its :class:`~flowgrpo.operators.tasks.base.Problem`; it returns ``{key: value}``
 for its ``keys`` (floats or None), added to the step's metrics line. ``flowgrpo eval`` calls it
@@ -39,8 +40,9 @@ class MetricsHook:
 
     Attributes:
         keys: the metric keys ``compute`` returns.
-        start: ``(config) -> settings or None``: the hook's settings for a run (None: off for
-            this run). Raise ``ValueError`` naming the field for a config it cannot serve.
+        start: ``(config, limits) -> settings or None``: the hook's settings for a run (None:
+            off for this run); ``limits``: the run's interpreter ``Limits``. Raise
+            ``ValueError`` naming the field for a config it cannot serve.
         compute: ``(settings, workflows, problems) -> {key: value}`` (see the module
             docstring).
         console: ``(metrics line) -> str``: text added to the step's console line ("" for
@@ -52,7 +54,7 @@ class MetricsHook:
     """
 
     keys: tuple[str, ...]
-    start: Callable[[Any], Any]
+    start: Callable[[Any, Any], Any]
     compute: Callable[[Any, Sequence[str | None], Sequence[Any]], dict]
     console: Callable[[Mapping[str, Any]], str] | None = None
     report: Callable[[Mapping[str, Any]], list[str]] | None = None

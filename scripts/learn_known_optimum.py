@@ -111,7 +111,7 @@ def held_out(cfg, model, tokenizer, args) -> dict:
     )  # fmt: skip
     executor, limits = setup.executor(cfg, model, tokenizer)
     model.eval()
-    sim = regret_settings(cfg)
+    sim = regret_settings(cfg, limits)
     result = evaluate(model, tokenizer, settings, executor, limits, hooks=start_hooks(cfg))
     out = {key: result.get(key) for key in EVAL_KEYS}
     out.update(mode_of(result.get("top_workflows") or [], sim, result.get("samples") or 1))

@@ -14,6 +14,7 @@ printed as ``a -> b -> a``.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,6 +142,37 @@ def test_no_import_cycles(package):
         if any(m == prefix or m.startswith(prefix + ".") for m in c)
     ]
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def folder_graph() -> dict[str, set[str]]:
+    """Folder -> the other folders its modules import (``operators/simulation``, ``operators``
+    for the package's own top-level modules, ...)."""
+    modules = _modules()
+    folder = {name: path.parent.relative_to(ROOT).as_posix() for name, path in modules.items()}
+    graph: dict[str, set[str]] = {f: set() for f in folder.values()}
+    for name, targets in import_graph().items():
+        graph[folder[name]] |= {folder[t] for t in targets} - {folder[name]}
+    return graph
+
+
+def test_no_folder_level_import_cycles():
+    """No two folders import each other, even through different modules (issue 21: the
+    simulation imported a backend that imported the simulation)."""
+    cycles = find_cycles(folder_graph())
+    assert not cycles, "folder-level import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_folder_graph_sees_a_loop_through_different_modules(tmp_path, monkeypatch):
+    for rel, source in {
+        "operators/a/x.py": "from flowgrpo.operators.b import y\n",
+        "operators/b/y.py": "",
+        "operators/b/z.py": "from flowgrpo.operators.a import w\n",
+        "operators/a/w.py": "",
+    }.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(source)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert find_cycles(folder_graph()) == [["operators/a", "operators/b", "operators/a"]]
 
 
 #: Where function-local imports must say why; operators/sandbox/ is its own case (its owner's).

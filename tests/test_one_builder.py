@@ -1,6 +1,6 @@
 """One builder: no production module constructs an executor backend or interpreter ``Limits``
-except ``operators/executor.py`` (``build_executor``, ``executor_limits``), so train, run, eval
-and the scripts cannot drift apart in how they read the ``executor:`` section (issue 21).
+except ``operators/executor/build.py`` (``build_executor``, ``executor_limits``), so train, run,
+eval and the scripts cannot drift apart in how they read the ``executor:`` section (issue 21).
 
 The check reads the source with ``ast`` (it imports nothing): every call whose callee is named
 ``Limits`` or one of :data:`EXECUTOR_CALLS` (``Limits(...)``, ``HFBackend.from_pretrained(...)``,
@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("dsl", "operators", "rewards", "trainer", "flowgrpo", "scripts")
-BUILDER = "operators/executor.py"
+BUILDER = "operators/executor/build.py"
 #: Callee names that construct an executor backend (a class or a factory).
 EXECUTOR_CALLS = frozenset(
     {

@@ -33,7 +33,7 @@ JUSTIFIED = {
     # issue 21 item 1 puts the simulation's settings in the executor section: the field, its
     # type's import, the section's old key (read for one release) and the task check it asks
     # the settings for
-    "operators/executor.py": {
+    "operators/executor/section.py": {
         "from flowgrpo.operators.simulation.settings import SimulationSettings",
         "simulation: SimulationSettings = field(default_factory=SimulationSettings)",
         '"simulation": "simulation",',
@@ -174,3 +174,16 @@ def test_simulated_kind_loads_the_plugin_through_the_plugin_path(monkeypatch):
     assert calls == ["flowgrpo.operators.backends.simulated"]
     assert "simulated" in backends.BACKENDS and "sim" in METRICS_HOOKS
     assert factory(seed=1).settings_key.startswith("simulated:seed=1")
+
+
+def test_the_sim_hook_starts_with_the_sections_limits():
+    """The loop hands each hook the run's limits (the plugin imports no builder): the regret
+    uses the section's call budget; a run with another executor leaves the hook off."""
+    from flowgrpo.trainer.config import load_config
+    from flowgrpo.trainer.loop.metric_hooks import start_hooks
+
+    cfg = load_config("configs/tiny-known-optimum.yaml", ("executor.max_calls=5",))
+    (sim,) = [entry for entry in start_hooks(cfg) if entry.name == "sim"]
+    assert sim.settings.limits.max_llm_calls == 5
+    other = load_config("configs/tiny-known-optimum.yaml", ("executor.kind=hf",))
+    assert "sim" not in [entry.name for entry in start_hooks(other)]

@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flowgrpo.metrics_hooks import MetricsHook
-from flowgrpo.operators.executor import executor_limits
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.simulation import SimulationParams, analyze, regret
 
@@ -68,8 +67,9 @@ class RegretSettings:
         }
 
 
-def regret_settings(config) -> RegretSettings | None:
-    """The settings of a ``TrainConfig``; None unless ``executor.kind`` is ``simulated``."""
+def regret_settings(config, limits: Limits) -> RegretSettings | None:
+    """The settings of a ``TrainConfig`` whose executor limits are ``limits`` (the run's, from
+    ``operators.executor.executor_limits``); None unless ``executor.kind`` is ``simulated``."""
     section = config.executor
     if section.kind != "simulated":
         return None
@@ -79,7 +79,7 @@ def regret_settings(config) -> RegretSettings | None:
         accuracy = 1.0
     return RegretSettings(
         section.simulation.params,
-        executor_limits(section),
+        limits,
         accuracy,
         cost,
         config.rewards.options.cost_max_calls,

@@ -15,7 +15,7 @@ from typing import Any
 
 from flowgrpo.configuration import ConfigError
 from flowgrpo.metrics_hooks import METRICS_HOOKS, MetricsHook
-from flowgrpo.operators.executor import check_executor
+from flowgrpo.operators.executor import check_executor, executor_limits
 
 __all__ = ["ActiveHook", "rollout_hook_metrics", "sample_hook_metrics", "start_hooks"]
 
@@ -31,14 +31,16 @@ class ActiveHook:
 
 def start_hooks(config) -> tuple[ActiveHook, ...]:
     """The hooks that are on for ``config`` (a ``TrainConfig``), after the plugin of its
-    executor kind is imported (a built-in plugin registers its hooks then). A hook's
-    ``ValueError`` becomes a ``ConfigError``."""
+    executor kind is imported (a built-in plugin registers its hooks then); each is started
+    with the limits of the config's executor section. A hook's ``ValueError`` becomes a
+    ``ConfigError``."""
     try:
         check_executor(config.executor)
+        limits = executor_limits(config.executor)
         active = []
         for name in METRICS_HOOKS.names():
             hook = METRICS_HOOKS.get(name)
-            settings = hook.start(config)
+            settings = hook.start(config, limits)
             if settings is not None:
                 active.append(ActiveHook(name, hook, settings))
     except ConfigError:

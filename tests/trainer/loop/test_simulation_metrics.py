@@ -10,6 +10,7 @@ from flowgrpo.operators.backends.simulated import (
     regret_settings,
     simulation_metrics,
 )
+from flowgrpo.operators.executor import executor_limits
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.simulation import SimulationParams, analyze, best_workflow, regret
 from flowgrpo.trainer.config import load_config
@@ -19,7 +20,8 @@ LIMITS = Limits(max_llm_calls=12)
 
 def test_not_simulated_gives_every_key_as_none():
     assert simulation_metrics(["Custom"], ["easy"], None) == dict.fromkeys(SIM_KEYS)
-    assert regret_settings(load_config(None)) is None
+    cfg = load_config(None)
+    assert regret_settings(cfg, executor_limits(cfg.executor)) is None
 
 
 def test_means_of_exact_regret_accuracy_and_best_over_completions():
@@ -64,7 +66,7 @@ def test_settings_follow_the_reward_weights_and_the_run_budget():
         ("rewards.weights.cost=0.5", "executor.max_calls=6",
          "executor.simulation.params.review_detect=0.9"),
     )  # fmt: skip
-    s = regret_settings(cfg)
+    s = regret_settings(cfg, executor_limits(cfg.executor))
     assert (s.accuracy_weight, s.cost_weight) == (1.0, 0.5)
     assert s.limits.max_llm_calls == 6 and s.params.review_detect == (0.9, 0.9, 0.9)
     # with a cost weight the best is cheaper than the accuracy-only best
@@ -75,7 +77,7 @@ def test_settings_follow_the_reward_weights_and_the_run_budget():
 
 def test_validity_only_runs_measure_regret_in_accuracy():
     cfg = load_config("configs/tiny-known-optimum.yaml", ("rewards.weights:={validity: 1.0}",))
-    s = regret_settings(cfg)
+    s = regret_settings(cfg, executor_limits(cfg.executor))
     assert (s.accuracy_weight, s.cost_weight) == (1.0, 0.0)
     out = simulation_metrics(["Custom"], ["easy"], s)
     assert math.isclose(out["sim/best_expected_accuracy"] - out["sim/expected_accuracy"],

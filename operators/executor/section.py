@@ -1,24 +1,12 @@
-"""The executor section of a config and THE one function that builds an executor from it.
+"""The ``executor:`` section of a config (:class:`ExecutorConfig`) and the old flat
+``rollout.executor*`` keys it replaces (read for one release, with a deprecation message).
 
-:class:`ExecutorConfig` (``executor:`` in a run's YAML; ``TrainConfig.executor``) says which LLM
-runs a workflow's operators and within which budgets. :func:`build_executor` turns it into the
-executor backend and the interpreter's :class:`~flowgrpo.operators.interpreter.Limits`; training
-(``trainer.loop.setup``), ``flowgrpo run``, ``flowgrpo eval`` and the scripts all call it, so an
-option means the same everywhere (``tests/test_one_builder.py`` keeps it the only place that
-constructs a backend or ``Limits``). :func:`executor_limits` is its half for the limits alone.
-
-Kinds: ``shared`` (the policy's own weights with the adapter disabled: pass the policy),
-``hf`` (a separate model loaded by name), ``openai`` (an OpenAI-compatible server) and any kind
-in :data:`~flowgrpo.operators.backends.BACKENDS`: one a plugin registered, a built-in plugin
-(``flowgrpo.operators.backends.<kind>``, imported on first use) or a dotted path
-``pkg.mod:make``. Such a factory is called ``make(section=ExecutorConfig)`` when it has a
-parameter named ``section``, else ``make(max_new_tokens=..., [base_url=..., model=...])`` with
-the fields that are set.
+Data only: checking, no backend (:mod:`.build` builds one). Which kinds there are is looked up
+when the run is built, not here.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,25 +15,11 @@ from typing import Any, ClassVar
 import yaml
 
 from flowgrpo.configuration import ConfigError, check
-from flowgrpo.operators.backends import find_backend, make_backend
-from flowgrpo.operators.interpreter import Limits
-from flowgrpo.operators.llm import LLM
-from flowgrpo.operators.ops import OpSettings
 from flowgrpo.operators.simulation.settings import SimulationSettings
 
-__all__ = [
-    "ExecutorConfig",
-    "build_executor",
-    "check_executor",
-    "executor_limits",
-    "move_deprecated_keys",
-    "moved_overrides",
-]
+__all__ = ["ExecutorConfig", "move_deprecated_keys", "moved_overrides"]
 
 logger = logging.getLogger(__name__)
-
-#: Kinds :func:`build_executor` builds itself (any other is looked up in ``BACKENDS``).
-BUILT_IN_KINDS = ("shared", "hf", "openai")
 
 
 @dataclass(frozen=True)
@@ -57,7 +31,7 @@ class ExecutorConfig:
             ``model``), openai (an OpenAI-compatible server at ``base_url``), or a backend kind
             in ``BACKENDS``: simulated (the SIMULATED executor of ``simulation``: accuracies
             come from a model of operators, not from an LLM), a kind a plugin registered, or a
-            dotted path ``pkg.mod:make`` (see the module docstring for how it is called).
+            dotted path ``pkg.mod:make`` (see :mod:`.build` for how it is called).
         model: hf: the model loaded (name or path; ``default`` = SmolLM2-135M-Instruct);
             openai: the model name sent to the server (``default``: FLOWGRPO_EXECUTOR_MODEL);
             a plugin kind: passed as ``model=`` unless ``default``. Unused by shared.
@@ -205,100 +179,3 @@ def moved_overrides(overrides: Sequence[str]) -> tuple[str, ...]:
         given[target] = (value, assignment, old)
         moved.append(new)
     return tuple(moved)
-
-
-def check_executor(section: ExecutorConfig) -> tuple[str, ...]:
-    """Look ``section.kind`` up without building anything (a built-in plugin of that kind is
-    imported now, registering its backend and hooks); the backend kinds it names in
-    ``BACKENDS`` (empty for shared, hf and openai). ``ValueError`` naming ``executor.kind``."""
-    if section.kind in BUILT_IN_KINDS:
-        return ()
-    try:
-        find_backend(section.kind)
-    except ValueError as exc:
-        raise ValueError(f"executor.kind: {exc}; or {', '.join(BUILT_IN_KINDS)}") from None
-    return (section.kind,)
-
-
-def executor_limits(section: ExecutorConfig, ops: OpSettings | None = None) -> Limits:
-    """The interpreter's per-workflow limits of ``section``: ``max_calls`` and
-    ``max_seconds``; ``ops``: the operators' own settings (default :class:`OpSettings`)."""
-    return Limits(
-        max_llm_calls=section.max_calls,
-        max_seconds=section.max_seconds,
-        ops=ops if ops is not None else OpSettings(),
-    )
-
-
-def build_executor(
-    section: ExecutorConfig,
-    model: Any = None,
-    tokenizer: Any = None,
-    *,
-    device: str = "cpu",
-    dtype: str = "float32",
-    ops: OpSettings | None = None,
-) -> tuple[LLM, Limits]:
-    """(executor backend, interpreter limits) of ``section``.
-
-    Args:
-        section: the executor section (``TrainConfig.executor``, or one the CLI built).
-        model / tokenizer: kind shared only: the model whose weights it runs (the policy, its
-            adapter disabled; or a base model) and its tokenizer.
-        device / dtype: kind hf only: where and in which precision the model is loaded.
-        ops: the operators' own settings in the limits (default :class:`OpSettings`).
-
-    Raises ``ValueError`` naming ``executor.kind`` for an unknown kind or a shared executor
-    without a model; a backend's own errors (bad URL, missing package) pass through.
-    """
-    limits = executor_limits(section, ops)
-    kind = section.kind
-    if kind == "shared":
-        if model is None or tokenizer is None:
-            raise ValueError(
-                "executor.kind: shared runs on the policy's weights, and none were given; "
-                "use hf (a model of its own) or openai"
-            )
-        name = getattr(getattr(model, "config", None), "name_or_path", None) or "policy"
-        llm = make_backend(
-            "hf",
-            model=model,
-            tokenizer=tokenizer,
-            max_new_tokens=section.max_new_tokens,
-            disable_adapter=True,
-            name=f"shared:{name}",
-        )
-        return llm, limits
-    if kind == "hf":
-        llm = make_backend(
-            "hf",
-            name_or_path=section.model,
-            max_new_tokens=section.max_new_tokens,
-            device=device,
-            dtype=dtype,
-        )
-        return llm, limits
-    if kind == "openai":
-        return make_backend("openai", **_openai_kwargs(section)), limits
-    check_executor(section)
-    factory = find_backend(kind)
-    if "section" in inspect.signature(factory).parameters:
-        return factory(section=section), limits
-    kwargs: dict[str, Any] = {"max_new_tokens": section.max_new_tokens}
-    kwargs |= {"base_url": section.base_url} if section.base_url else {}
-    kwargs |= {"model": section.model} if section.model != "default" else {}
-    return factory(**kwargs), limits
-
-
-def _openai_kwargs(section: ExecutorConfig) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {
-        "base_url": section.base_url,
-        "max_new_tokens": section.max_new_tokens,
-        "read_timeout_s": section.timeout_s,
-        "connect_timeout_s": min(5.0, section.timeout_s),
-        "max_retries": section.max_retries,
-        "backoff_s": section.backoff_s,
-    }
-    if section.model != "default":
-        kwargs["model"] = section.model
-    return kwargs
