@@ -19,8 +19,9 @@ def text_rollout(texts_for_group):
 
     def fake(
         model, tokenizer, problems, group_size, temperature, top_p, max_new_tokens, merge=True,
-        prompt=None,
+        prompt=None, constrained="off",
     ):  # fmt: skip
+        assert constrained == "off", "the fake samples fixed texts; it cannot constrain"
         texts = []
         for _ in problems:
             group = list(texts_for_group(next(counter)))
