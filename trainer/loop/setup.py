@@ -24,6 +24,7 @@ from flowgrpo.trainer.monitoring.trackers import accelerator_kwargs, start_track
 
 logger = logging.getLogger(__name__)
 
+
 def policy(cfg, model=None, tokenizer=None, device=None):
     """(LoRA-wrapped policy on ``device``, tokenizer): the given model, or ``model`` loaded.
 
