@@ -39,6 +39,11 @@ JUSTIFIED = {
         '"simulation": "simulation",',
         "self.simulation.check_task(self.kind, task)",
     },
+    # the scripted test backend's fail_on error: a simulated SERVER failure of that backend,
+    # not the simulated executor (tests/operators/test_backends.py reads "simulated" in it)
+    "operators/backends/scripted.py": {
+        '"", prompt_tokens=prompt_tokens, error="simulated server failure (fail_on)"',
+    },
     # the metrics schema documents the sim/* keys every metrics line carries (null without the
     # plugin), so the schema and docs/METRICS.md stay as they were
     "trainer/monitoring/metrics.py": {

@@ -57,7 +57,7 @@ class ScriptedBackend:
         prompt_tokens = sum(len(m.content.split()) for m in request.messages)
         if self.fail_on is not None and self.fail_on(request):
             return GenerationResult(
-                "", prompt_tokens=prompt_tokens, error="scripted executor failure (fail_on)"
+                "", prompt_tokens=prompt_tokens, error="simulated server failure (fail_on)"
             )
         try:
             text = self._lookup(request)
