@@ -13,7 +13,8 @@ one place where that happens, in this order:
    error naming the field as before;
 3. the prompt's examples are validated against the run's table, and the prompt and the table
    become the run's :class:`~.prompt.PolicyPrompt`;
-4. the task's training problems are loaded and, unless told not to, the executor is built.
+4. the task's training problems are loaded, the plugins' metrics hooks that are on for the run
+   are started and, unless told not to, the executor is built.
 
 The Trainer passes the result down (rollout rendering, validation, execution); nothing in it is
 process-wide, so two Trainers in one process each use their own prompt and operator table.
@@ -38,6 +39,7 @@ from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.algorithms.advantages import ESTIMATORS
 from flowgrpo.trainer.config import TrainConfig
 from flowgrpo.trainer.loop import setup
+from flowgrpo.trainer.loop.metric_hooks import ActiveHook, start_hooks
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
 
 __all__ = ["RunEnvironment", "build_environment", "check_names"]
@@ -56,6 +58,7 @@ class RunEnvironment:
         executor: the executor backend (None when not built, or ``rollout.execute`` is off).
         limits: the interpreter's per-workflow limits (None when the executor was not built).
         registries: registry kind -> the names this run looks up there, all resolved.
+        hooks: the plugins' metrics hooks that are on for this run, started (``metric_hooks``).
     """
 
     plugins: tuple[str, ...]
@@ -65,6 +68,7 @@ class RunEnvironment:
     executor: LLM | None
     limits: Limits | None
     registries: Mapping[str, tuple[str, ...]]
+    hooks: tuple[ActiveHook, ...] = ()
 
 
 def check_names(config: TrainConfig) -> Mapping[str, tuple[str, ...]]:
@@ -131,4 +135,7 @@ def build_environment(
     llm, limits = None, None
     if with_executor:
         llm, limits = setup.executor(config, model, tokenizer, executor)
-    return RunEnvironment(tuple(config.plugins), table, prompt, problems, llm, limits, registries)
+    hooks = start_hooks(config)
+    return RunEnvironment(
+        tuple(config.plugins), table, prompt, problems, llm, limits, registries, hooks
+    )

@@ -25,7 +25,7 @@ from flowgrpo.trainer.loop import step as steps
 from flowgrpo.trainer.loop.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from flowgrpo.trainer.loop.environment import build_environment
 from flowgrpo.trainer.loop.interrupt import RunAbandoned, StopOnSignal
-from flowgrpo.trainer.loop.metric_hooks import rollout_hook_metrics, start_hooks
+from flowgrpo.trainer.loop.metric_hooks import rollout_hook_metrics
 from flowgrpo.trainer.loop.rollout import ProblemSampler
 from flowgrpo.trainer.loop.update import (
     UPDATE_KEYS,
@@ -97,7 +97,6 @@ class Trainer:
         self.optimizer, self.scheduler = setup.optimizer(cfg, self.model)
         # plugins, registry names, operator table, prompt, problems, executor: once, here
         self.environment = build_environment(cfg, self.model, self.tokenizer, executor)
-        self.hooks = start_hooks(cfg)  # plugins' metrics hooks that are on for this run
         seed = cfg.rollout.seed + 1000 * self.rank  # each rank draws its own problems
         self.sampler = ProblemSampler(self.environment.problems, seed=seed)
         self.cache = setup.cache(cfg, self.run_dir)
@@ -201,7 +200,8 @@ class Trainer:
         start = time.perf_counter()
         first = steps.first_rollout(self.env, self.sampler.draw)
         metrics = {"step": self.step, **steps.rollout_metrics_of(first)}
-        metrics.update(rollout_hook_metrics(self.hooks, first.table, first.rollout))
+        hooks = self.environment.hooks  # plugins' metrics hooks that are on for this run
+        metrics.update(rollout_hook_metrics(hooks, first.table, first.rollout))
         metrics = self._mean_over_ranks(metrics)  # every rank decides on the same numbers
         rollback = self._maybe_rollback(metrics)
         if rollback:
