@@ -18,7 +18,7 @@ _SEQ, _STEP, _UNIT = 0, 1, 2
 def canonical(workflow: Workflow | Node) -> str:
     """The canonical text of a workflow or AST node.
 
-    >>> from dsl import parse
+    >>> from flowgrpo.dsl import parse
     >>> canonical(parse("( Custom )->[ Custom,Programmer ]->ScEnsemble"))
     'Custom -> [Custom, Programmer] -> ScEnsemble'
     """

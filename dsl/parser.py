@@ -93,6 +93,7 @@ def _fast_lark() -> Lark:
 def parse(text: str) -> Workflow:
     """Parse a workflow.
 
+    >>> from flowgrpo.dsl import canonical
     >>> canonical(parse("Custom -> (Review ? Revise : done)"))
     'Custom -> Review ? Revise : done'
 

@@ -2,7 +2,9 @@
 
 Each component scores the K completions of one problem (a group), one score in [0, 1] per
 sample, NaN where the sample cannot be scored (the executor failed: *unscorable*, never a silent
-0). The trainer calls :func:`score_batch` and gets a :class:`RewardTable`::
+0). The trainer calls :func:`prepare_samples` (extract, validate, execute) then
+:func:`score_samples` and gets a :class:`RewardTable`; :func:`score_batch` is the two in one
+call (tests, examples)::
 
     from flowgrpo.rewards import RewardSpec, score_batch, weighted_sum
 

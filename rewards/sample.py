@@ -72,7 +72,7 @@ def make_sample(
     For tests, examples and scripts; :func:`rewards.score.prepare_samples` does the same for a
     batch and executes the valid workflows.
 
-    >>> from operators.tasks.base import Problem
+    >>> from flowgrpo.operators.tasks.base import Problem
     >>> s = make_sample(Problem("p/1", "math", "What is 2 + 3?", "5"), "Custom -> Format")
     >>> s.valid, s.fallback, s.canonical, s.structure
     (True, False, 'Custom -> Format', 'chain')

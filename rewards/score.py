@@ -1,9 +1,10 @@
 """Scoring a batch: samples from (problem, completion) groups, the reward table, its combination.
 
 A batch holds groups of ``group_size`` consecutive completions, one group per problem. The
-trainer calls :func:`score_batch` (or :func:`prepare_samples` then :func:`score_samples`) and gets
-a :class:`RewardTable`: one row per sample, one column per active component, NaN where a sample
-cannot be scored, plus per-sample details for logging. :func:`rewards.combine.weighted_sum` turns
+trainer calls :func:`prepare_samples` then :func:`score_samples` (:func:`score_batch` does both
+in one call, for tests and examples) and gets a :class:`RewardTable`: one row per sample, one
+column per active component, NaN where a sample cannot be scored, plus per-sample details for
+logging. :func:`rewards.combine.weighted_sum` turns
 the table into one reward per sample; GDPO (per-component group normalisation) lives with the
 trainer's advantage estimators and reads ``table.scores`` directly.
 """
@@ -300,7 +301,8 @@ def score_batch(
     sandbox: Callable | None = None,
     execute: bool | None = None,
 ) -> RewardTable:
-    """:func:`prepare_samples` then :func:`score_samples`: the one call the trainer makes.
+    """:func:`prepare_samples` then :func:`score_samples` in one call (tests, examples; the
+    trainer calls the two itself, ``flowgrpo.trainer.loop.step.sample_and_score``).
 
     ``execute=None`` executes when accuracy or cost is active in ``spec``. See the two functions
     for the arguments.

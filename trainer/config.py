@@ -186,10 +186,11 @@ class AlgorithmConfig:
     """Advantage estimator, policy loss and update schedule.
 
     Attributes:
-        advantage: grpo, dr_grpo, rloo, global or gdpo (trainer.advantages). Default dr_grpo:
-            no std division, so a small reward gap gives a small advantage (Dr. GRPO,
-            arXiv 2503.20783) — the K=2 ±1 failure cannot happen.
-        loss: policy loss, aggregation, clipping, KL, entropy terms (trainer.losses.LossConfig).
+        advantage: grpo, dr_grpo, rloo, global or gdpo (trainer.algorithms.advantages).
+            Default dr_grpo: no std division, so a small reward gap gives a small advantage
+            (Dr. GRPO, arXiv 2503.20783) — the K=2 ±1 failure cannot happen.
+        loss: policy loss, aggregation, clipping, KL, entropy terms
+            (trainer.algorithms.losses.LossConfig).
         num_iterations: μ, updates per rollout (old log-probs stored when μ > 1).
     """
 

@@ -146,7 +146,7 @@ def analyze_samples(
     """The diversity report of the outputs in ``rows[field]``.
 
     Args:
-        rows: JSON objects (e.g. from :func:`trainer.diagnose.read_jsonl`).
+        rows: JSON objects (e.g. from :func:`trainer.reports.diagnose.read_jsonl`).
         field: the name of the text field (a string, or a list of chat messages whose
             ``content`` strings are joined). Rows without it are counted as skipped.
         top: how many of the most frequent workflows to list.

@@ -1,10 +1,10 @@
 """``flowgrpo diagnose RUN_DIR``: a health report and plots from a run's metrics.jsonl.
 
 Works on a finished run and on one still being written (a torn last line is skipped). The
-checks of :mod:`trainer.health` are re-run over the history with the run's own thresholds
-(the ``health`` section of ``RUN_DIR/config.yaml`` when present, else the defaults), and the
-update → collapse rate is recomputed from the fallback/validity series, so the report does not
-depend on what the run itself logged. Library code: no printing; the CLI prints
+checks of :mod:`trainer.monitoring.health` are re-run over the history with the run's own
+thresholds (the ``health`` section of ``RUN_DIR/config.yaml`` when present, else the defaults),
+and the update → collapse rate is recomputed from the fallback/validity series, so the report
+does not depend on what the run itself logged. Library code: no printing; the CLI prints
 :func:`format_diagnose`. The plots are drawn by :func:`.plots.plot_run` (re-exported here).
 """
 
