@@ -1,4 +1,4 @@
-"""The recipes of docs/ARCHITECTURE.md ("Where to add ..."), each followed once, end to end.
+"""The recipes of docs/EXTENDING.md, each followed once, end to end.
 
 Each extension lives OUTSIDE flowgrpo, in :mod:`my_ext.plugins` (a user's own package; pytest
 puts tests/recipes on sys.path). Each is registered from Python and, where the config takes a
@@ -8,6 +8,8 @@ executor and fixed completions (4 valid workflows and 4 prose answers per group,
 tests/trainer/loop/test_loop.py). Each test checks that the extension demonstrably acted: the
 custom advantages in samples.jsonl, the custom loss called on the trained rows, the custom
 reward's column in metrics.jsonl, the custom task's problem ids, the custom check's alert.
+The operator, backend and plugin recipes build the run environment and run one workflow with it
+(no training step): the user's operator runs on the user's backend.
 
 Every registration a test makes (including those a dotted path makes on first use) is removed
 afterwards, so the tests stay independent.
@@ -17,40 +19,51 @@ from __future__ import annotations
 
 import inspect
 import json
+import sys
 from pathlib import Path
 
 import pytest
 from my_ext import plugins
 from trainer_fakes import PROSE, VALID, mixed, text_rollout
 
+from flowgrpo.operators.backends import BACKENDS, register_backend
 from flowgrpo.operators.backends.scripted import ScriptedBackend
-from flowgrpo.operators.tasks import TASKS, register_task
+from flowgrpo.operators.custom import remove_operator
+from flowgrpo.operators.interpreter import run_workflow
+from flowgrpo.operators.ops import OPERATOR_IMPLS, register_operator
+from flowgrpo.operators.tasks import TASKS, Problem, register_task
 from flowgrpo.rewards import REWARD_COMPONENTS, register_component
 from flowgrpo.trainer.algorithms.advantages import ESTIMATORS, register_estimator
 from flowgrpo.trainer.algorithms.losses import POLICY_LOSSES, register_policy_loss
 from flowgrpo.trainer.config import load_config
 from flowgrpo.trainer.loop import step as step_mod
+from flowgrpo.trainer.loop.environment import build_environment
 from flowgrpo.trainer.loop.trainer import Trainer
 from flowgrpo.trainer.monitoring.health import EXIT_CODE_ALERT_STOP, HEALTH_CHECKS, register_check
 
-REGISTRIES = (ESTIMATORS, POLICY_LOSSES, REWARD_COMPONENTS, TASKS, HEALTH_CHECKS)
+REGISTRIES = (ESTIMATORS, POLICY_LOSSES, REWARD_COMPONENTS, TASKS, HEALTH_CHECKS, BACKENDS)
 K = 8
-ARCHITECTURE = Path(__file__).resolve().parents[2] / "docs" / "ARCHITECTURE.md"
+EXTENDING = Path(__file__).resolve().parents[2] / "docs" / "EXTENDING.md"
 RECIPES = (
     plugins.median_baseline,
     plugins.cispo_loss,
     plugins.brevity,
     plugins.load_doubling,
     plugins.one_workflow,
+    plugins.shout,
+    plugins.ConstantBackend,
 )
+#: The plugin recipe: a module that registers on import (read, not imported, here).
+PLUGIN = Path(__file__).resolve().parent / "my_ext" / "registered.py"
 
 
-@pytest.mark.parametrize("fn", RECIPES, ids=lambda fn: fn.__name__)
-def test_the_architecture_doc_shows_the_code_that_is_tested(fn):
-    """Each recipe's function appears verbatim in docs/ARCHITECTURE.md."""
-    assert inspect.getsource(fn) in ARCHITECTURE.read_text(encoding="utf-8"), (
-        f"docs/ARCHITECTURE.md no longer shows my_ext.plugins.{fn.__name__} as tested; copy "
-        "the function from tests/recipes/my_ext/plugins.py into the recipe"
+@pytest.mark.parametrize("fn", [*RECIPES, PLUGIN], ids=lambda fn: getattr(fn, "__name__", "plugin"))
+def test_the_extending_doc_shows_the_code_that_is_tested(fn):
+    """Each recipe's code appears verbatim in docs/EXTENDING.md."""
+    code = fn.read_text(encoding="utf-8") if isinstance(fn, Path) else inspect.getsource(fn)
+    assert code in EXTENDING.read_text(encoding="utf-8"), (
+        f"docs/EXTENDING.md no longer shows {getattr(fn, '__name__', fn)} as tested; copy it "
+        "from tests/recipes/my_ext/ into the recipe"
     )
 
 
@@ -207,3 +220,56 @@ def test_recipe_health_check(tmp_path):
     assert "one_workflow" not in names[0] and "one_workflow" in names[1]
     assert result.steps == 2 and result.exit_code == EXIT_CODE_ALERT_STOP
     assert "one_workflow" in result.stop_reason
+
+
+# ------------------------------------------------------------------- operator, backend, plugin
+
+FRANCE = Problem("trivia/1", "qa", "What is the capital of France?", "Paris")
+
+
+@pytest.fixture
+def no_shout():
+    """Remove the Shout operator and the plugin module afterwards (a plugin imports once)."""
+    yield
+    if "Shout" in OPERATOR_IMPLS:
+        remove_operator("Shout")
+    sys.modules.pop("my_ext.registered", None)
+
+
+def environment(*overrides: str):
+    config = load_config("configs/tiny.yaml", overrides)
+    return build_environment(config, with_problems=False)
+
+
+@pytest.mark.parametrize("how", ["python", "dotted"])
+def test_recipe_operator_and_backend(how, no_shout):
+    if how == "python":
+        register_operator("Shout", plugins.shout, role="refiner")
+        register_backend("constant", plugins.ConstantBackend)
+        run = environment("executor.kind=constant", "executor.model=Paris")
+    else:  # the operator as a config record, the backend by dotted path
+        record = {"name": "Shout", "role": "refiner", "function": "my_ext.plugins:shout"}
+        run = environment(
+            f"operators=[{json.dumps(record)}]",
+            "executor.kind=my_ext.plugins:ConstantBackend",
+            "executor.model=Paris",
+        )
+    assert isinstance(run.executor, plugins.ConstantBackend)
+    assert run.operators["Shout"].role == "refiner"
+    result = run_workflow("Custom -> Shout", FRANCE, run.executor, operators=run.operators)
+    assert [t.op for t in result.trace] == ["Custom", "Shout"]
+    assert result.answer == "PARIS" and result.correct  # Shout upper-cased the backend's reply
+
+
+def test_recipe_plugin(no_shout):
+    run = environment(
+        "plugins=[my_ext.registered]",
+        "executor.kind=constant",
+        "executor.model=Paris",
+        'rewards.weights={"brevity": 0.1}',
+    )
+    assert run.plugins == ("my_ext.registered",)
+    assert "brevity" in run.registries["reward component"]
+    assert isinstance(run.executor, plugins.ConstantBackend)
+    result = run_workflow("Custom -> Shout", FRANCE, run.executor, operators=run.operators)
+    assert result.answer == "PARIS" and result.correct

@@ -1,6 +1,7 @@
-"""One extension per recipe of docs/ARCHITECTURE.md ("Where to add ..."), written as a user
-would write them in their own package: plain functions, no registration at import time (the
-caller registers them, or names them by dotted path in the config).
+"""One extension per recipe of docs/EXTENDING.md, written as a user would write them in their
+own package: plain functions (and a backend class), no registration at import time (the caller
+registers them, names them by dotted path in the config, or imports the plugin
+:mod:`my_ext.registered`, which registers them).
 
 The code of each function is the code the recipe shows; tests/recipes/test_recipes.py runs it.
 """
@@ -12,6 +13,8 @@ import random
 import numpy as np
 import torch
 
+from flowgrpo.operators.custom import call_llm
+from flowgrpo.operators.llm import GenerationResult
 from flowgrpo.operators.tasks import Problem
 from flowgrpo.rewards import weighted_sum
 from flowgrpo.trainer.monitoring.health import Alert
@@ -74,3 +77,27 @@ def one_workflow(history, config):
         {"distinct_workflows": 1},
         "raise rewards.weights.diversity or rollout.temperature",
     )
+
+
+def shout(state, instruction, settings):
+    """A refiner: one executor call restating the solution, whose reply is kept upper-cased."""
+    reply = yield from call_llm(state, "Shout", f"Restate this answer: {state.solution}", settings)
+    state.solution = reply.upper()
+
+
+class ConstantBackend:
+    """An executor backend that answers every request with one text, ``model`` (a stand-in for
+    your own client of a server, a cache, a rule).
+
+    The run builds it with ``max_new_tokens`` and, when set in the executor section,
+    ``base_url`` and ``model``; ``settings_key`` names what changes its answers (the cache key).
+    """
+
+    def __init__(self, max_new_tokens=256, model="42"):
+        self.reply = model
+        self.settings_key = f"constant:{model}"
+
+    def generate(self, requests):
+        """One result per request, in order; a failure is a result with ``error`` set, never an
+        exception (the workflow is then unscorable, not wrong)."""
+        return [GenerationResult(self.reply, completion_tokens=1) for _ in requests]
