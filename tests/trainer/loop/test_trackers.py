@@ -4,6 +4,7 @@ metrics.jsonl at the same steps, and a resumed run continues the same tracker ru
 
 import json
 import math
+import time
 
 import pytest
 from trainer_fakes import mixed, text_rollout
@@ -75,9 +76,9 @@ def test_wandb_offline_writes_the_metrics_under_the_run_dir(tmp_path, monkeypatc
     monkeypatch.setenv("WANDB_SILENT", "true")
     lines = run(tmp_path, "optim.max_steps=2", "logging.report_to=[wandb]")
     run_id = json.loads((tmp_path / "trackers.json").read_text())["wandb"]
-    files = sorted((tmp_path / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb"))
+    files = glob_run(tmp_path, run_id)
     assert len(files) == 1
-    history = wandb_history(files[0])
+    history = settled_history(files[0], 2)
     assert [row["_step"] for row in history] == [1, 2]
     assert history[1]["validity_rate"] == pytest.approx(lines[1]["validity_rate"])
     assert history[0]["completions/mean_length"] == pytest.approx(
@@ -85,9 +86,13 @@ def test_wandb_offline_writes_the_metrics_under_the_run_dir(tmp_path, monkeypatc
     )
 
     run(tmp_path, "optim.max_steps=3", "logging.report_to=[wandb]", resume=True)
-    files = sorted((tmp_path / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb"))
-    assert len(files) == 2, "the resumed run logs to the same W&B run id"
-    assert [row["_step"] for row in wandb_history(files[-1])] == [3]
+    ids = json.loads((tmp_path / "trackers.json").read_text())
+    assert ids["wandb"] == run_id, "the resumed run logs to the same W&B run id"
+    # The resumed run's folder is named by the second it started: one folder when both runs
+    # started within the same second, two otherwise. Its newest file holds the step 3 row.
+    files = glob_run(tmp_path, run_id)
+    newest = max(files, key=lambda path: path.stat().st_mtime_ns)
+    assert [row["_step"] for row in settled_history(newest, 3)][-1:] == [3]
 
 
 def test_mlflow_file_store_gets_the_metrics_and_a_resume_continues_the_run(tmp_path, monkeypatch):
@@ -110,6 +115,22 @@ def test_mlflow_file_store_gets_the_metrics_and_a_resume_continues_the_run(tmp_p
     run(run_dir, "optim.max_steps=3", "logging.report_to=[mlflow]", resume=True)
     steps = [m.step for m in client.get_metric_history(run_id, "validity_rate")]
     assert steps == [1, 2, 3]
+
+
+def glob_run(run_dir, run_id):
+    return sorted((run_dir / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb"))
+
+
+def settled_history(path, last_step, wait_s=60.0):
+    """The history rows once the row of ``last_step`` is on disk (or ``wait_s`` passed).
+    ``finish()`` returns when W&B's service has the records; its writer may flush the file a moment later
+    (seen as an empty history on a loaded CI machine), so the test waits, then asserts."""
+    deadline = time.monotonic() + wait_s
+    history = wandb_history(path)
+    while last_step not in [row.get("_step") for row in history] and time.monotonic() < deadline:
+        time.sleep(0.5)
+        history = wandb_history(path)
+    return history
 
 
 def wandb_history(path):
