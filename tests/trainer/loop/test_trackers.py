@@ -123,8 +123,8 @@ def glob_run(run_dir, run_id):
 
 def settled_history(path, last_step, wait_s=60.0):
     """The history rows once the row of ``last_step`` is on disk (or ``wait_s`` passed).
-    ``finish()`` returns when W&B's service has the records; its writer may flush the file a moment later
-    (seen as an empty history on a loaded CI machine), so the test waits, then asserts."""
+    ``finish()`` returns when W&B's service has the records; its writer may flush the file a
+    moment later (seen as an empty history on a loaded CI machine): the test waits, then asserts."""
     deadline = time.monotonic() + wait_s
     history = wandb_history(path)
     while last_step not in [row.get("_step") for row in history] and time.monotonic() < deadline:
