@@ -23,6 +23,7 @@ from flowgrpo.operators.custom import check_records
 from flowgrpo.operators.executor import ExecutorConfig, move_deprecated_keys, moved_overrides
 from flowgrpo.plugins import check_plugins
 from flowgrpo.rewards import RewardSpec
+from flowgrpo.trainer.algorithms.entropy_control import EntropyControl
 from flowgrpo.trainer.algorithms.losses import LossConfig
 from flowgrpo.trainer.monitoring.health import HealthConfig
 from flowgrpo.trainer.monitoring.trackers import TRACKERS
@@ -192,11 +193,14 @@ class AlgorithmConfig:
         loss: policy loss, aggregation, clipping, KL, entropy terms
             (trainer.algorithms.losses.LossConfig).
         num_iterations: μ, updates per rollout (old log-probs stored when μ > 1).
+        entropy_control: an entropy coefficient steered toward a target entropy (Skywork-OR1;
+            trainer.algorithms.entropy_control.EntropyControl); off by default.
     """
 
     advantage: str = "dr_grpo"
     loss: LossConfig = field(default_factory=LossConfig)
     num_iterations: int = 1
+    entropy_control: EntropyControl = field(default_factory=EntropyControl)
 
     def __post_init__(self):
         # the estimator is looked up in ESTIMATORS when the run environment is built

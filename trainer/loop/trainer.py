@@ -13,12 +13,13 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
 from flowgrpo.rewards import RecentWorkflows
+from flowgrpo.trainer.algorithms.entropy_control import applied_entropy_coef, next_entropy_coef
 from flowgrpo.trainer.config import TrainConfig
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop import step as steps
@@ -85,6 +86,8 @@ class Trainer:
             max_grad_norm=cfg.optim.max_grad_norm,
             world_size=self.world,
         )
+        # algorithm.entropy_control: the coefficient and the entropy it last answered
+        self.entropy_coef, self.last_entropy = cfg.algorithm.loss.entropy_coef, None
         self._setup(model, tokenizer, executor, resume, overwrite)
 
     # ------------------------------------------------------------------ setup
@@ -122,6 +125,9 @@ class Trainer:
         self.monitor = HealthMonitor(self.config.health, state.get("metrics_history", ()))
         if state.get("recent_workflows"):
             self.history = RecentWorkflows.from_dict(state["recent_workflows"])
+        if state.get("entropy_control"):
+            saved = state["entropy_control"]
+            self.entropy_coef, self.last_entropy = saved["coef"], saved["entropy"]
         for name in ("metrics.jsonl", "samples.jsonl"):
             truncate_jsonl(self.run_dir / name, self.step)
         logger.info("resumed from %s at step %d", path, self.step)
@@ -184,6 +190,7 @@ class Trainer:
             "sampler": self.sampler.state_dict(),
             "metrics_history": self.monitor.history[-200:],
             "recent_workflows": self.history.to_dict(),
+            "entropy_control": {"coef": self.entropy_coef, "entropy": self.last_entropy},
         }
         return save_checkpoint(
             self.run_dir,
@@ -225,10 +232,11 @@ class Trainer:
             if self.config.health.guard == "rollback":
                 self.snapshot = take_snapshot(self.model, self.optimizer, self.step)
             update = policy_update(
-                self.model, self.optimizer, self.scheduler, batch, self.update_settings
+                self.model, self.optimizer, self.scheduler, batch, self._settings(metrics)
             )
             updated = True
         metrics.update(update, skipped_update=not updated, rollback=rollback)
+        self._adapt_entropy_coef(metrics)
         elapsed = time.perf_counter() - start
         metrics.update(
             step_time=elapsed,
@@ -241,6 +249,34 @@ class Trainer:
             limit = self.config.logging.samples_per_step
             self.writer.write(metrics, steps.sample_rows(self.step, collected, adv_N, limit))
         return metrics
+
+    def _settings(self, metrics: dict):
+        """This step's update settings: with ``algorithm.entropy_control`` on, the loss's
+        entropy coefficient is the controller's (Skywork-OR1; :mod:`..algorithms.entropy_control`)
+        and the metrics line records it as ``entropy_coef``."""
+        control = self.config.algorithm.entropy_control
+        if control.target is None:
+            return self.update_settings
+        coef = applied_entropy_coef(self.entropy_coef, self.last_entropy, control)
+        metrics["entropy_coef"] = coef
+        loss = replace(self.update_settings.loss, entropy_coef=coef)
+        return replace(self.update_settings, loss=loss)
+
+    def _adapt_entropy_coef(self, metrics: dict) -> None:
+        """After the step: move the coefficient toward the target entropy (the automatic
+        response to ``entropy_low``); logged when it starts to act."""
+        control = self.config.algorithm.entropy_control
+        if control.target is None:
+            return
+        metrics.setdefault("entropy_coef", 0.0)  # a step without an update applied none
+        entropy = metrics.get("entropy")
+        coef = next_entropy_coef(self.entropy_coef, entropy, control)
+        if coef > 0 and self.entropy_coef == 0:
+            logger.info(
+                "step %d: entropy %.3f below target %.3f: entropy bonus on (coef %.4f)",
+                self.step, entropy, control.target, coef,
+            )  # fmt: skip
+        self.entropy_coef, self.last_entropy = coef, entropy
 
     def _mean_over_ranks(self, metrics: dict) -> dict:
         """Numeric metrics averaged over processes (None/NaN left out); others as rank 0's."""

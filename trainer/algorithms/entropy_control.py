@@ -1,0 +1,73 @@
+"""Adaptive entropy control: an entropy coefficient steered toward a target entropy.
+
+Skywork-OR1 (He et al., arXiv 2505.22312, "adaptive entropy control"): a fixed entropy bonus is
+either too weak to stop the collapse or, once entropy is high again, pushes it up without
+bound. Instead the coefficient ``c`` moves by ``delta`` each step, up while the measured entropy
+is below the target and down while it is above, clamped to ``[0, max_coef]``; the bonus is
+applied only while the entropy is at or below the target, so a policy that explores enough is
+trained by the reward alone.
+
+The controller is the trainer's automatic response to ``entropy_low`` (issue 20): the alert still
+fires and is logged, and the coefficient that answers it is in every metrics line
+(``entropy_coef``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from flowgrpo.configuration import check
+
+
+@dataclass(frozen=True)
+class EntropyControl:
+    """Settings of the adaptive entropy coefficient (``algorithm.entropy_control``).
+
+    Attributes:
+        target: the entropy to hold, nats per sampled token (the ``entropy`` metric). None =
+            off: the loss uses ``algorithm.loss.entropy_coef`` unchanged. Skywork-OR1 uses 0.2.
+        delta: change of the coefficient per training step (Skywork-OR1: 0.005).
+        max_coef: the coefficient's upper bound (>= 0), so a policy that cannot raise its
+            entropy is not pushed toward uniform noise.
+    """
+
+    target: float | None = None
+    delta: float = 0.005
+    max_coef: float = 0.05
+
+    def __post_init__(self) -> None:
+        name = "algorithm.entropy_control"
+        check(
+            self.target is None or (_finite(self.target) and self.target > 0),
+            f"{name}.target",
+            f"must be a positive entropy in nats per token, or null for off; got {self.target!r}",
+        )
+        check(_finite(self.delta) and self.delta > 0, f"{name}.delta", "must be > 0")
+        check(_finite(self.max_coef) and self.max_coef >= 0, f"{name}.max_coef", "must be >= 0")
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def next_entropy_coef(coef: float, entropy: float | None, control: EntropyControl) -> float:
+    """The coefficient for the next step after a step measured ``entropy`` (nats/token).
+
+    Up by ``delta`` below the target, down by ``delta`` at or above it, clamped to
+    ``[0, max_coef]``. An unmeasured entropy (None, NaN) leaves ``coef`` unchanged.
+    """
+    if control.target is None or entropy is None or not math.isfinite(entropy):
+        return coef
+    step = control.delta if entropy < control.target else -control.delta
+    return min(max(coef + step, 0.0), control.max_coef)
+
+
+def applied_entropy_coef(coef: float, entropy: float | None, control: EntropyControl) -> float:
+    """The coefficient the loss uses this step: ``coef`` while the last measured entropy is at
+    or below the target (or unmeasured), 0 above it (Skywork-OR1 applies the bonus only then)."""
+    if control.target is None:
+        return coef
+    if entropy is not None and math.isfinite(entropy) and entropy > control.target:
+        return 0.0
+    return coef
