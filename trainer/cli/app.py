@@ -265,6 +265,14 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
 
 
 @main.command("eval")
+@click.argument("run_dir", required=False, type=click.Path())
+@click.option(
+    "--all",
+    "all_checkpoints",
+    is_flag=True,
+    help="Evaluate every checkpoint of RUN_DIR (the model loaded once, adapters swapped): a "
+    "table, RUN_DIR/eval_all.json (or --json FILE) and a plot beside it (eval_all.png).",
+)
 @click.option("--adapter", type=click.Path(), help="RUN_DIR/checkpoint-N to evaluate.")
 @click.option("--base", is_flag=True, help="Evaluate the untrained base model instead.")
 @click.option(
@@ -357,11 +365,15 @@ def eval_cmd(**options) -> None:
     timeout_s, max_retries, backoff_s), its token budget (executor.max_new_tokens) and
     per-workflow limits (executor.max_calls, max_seconds). Options given override its fields.
 
+    RUN_DIR/checkpoint-N as the argument is --adapter; RUN_DIR --all evaluates every
+    checkpoint of the run with these options, one row per checkpoint.
+
     \b
     Examples:
       flowgrpo eval --base --n 20 --json base.json
       flowgrpo eval --adapter runs/default/checkpoint-30 --n 20 --json trained.json
       flowgrpo eval --compare base.json trained.json
+      flowgrpo eval runs/default --all --n 20
     """
     eval_command(**options)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from flowgrpo.configuration import check
 from flowgrpo.metrics_hooks import METRICS_HOOKS
-from flowgrpo.operators.models import load_model
+from flowgrpo.operators import models
 from flowgrpo.operators.tasks import load_task
 from flowgrpo.rewards import prepare_samples
 from flowgrpo.trainer.loop.metric_hooks import sample_hook_metrics
@@ -101,8 +101,9 @@ class ModelSpec:
 
 
 def load_base_model(spec: ModelSpec, device: str = "cpu"):
-    """(model in eval mode on ``device``, tokenizer) of ``spec``."""
-    return load_model(  # tiny-random: the run's random weights, seeded by its optim.seed
+    """(model in eval mode on ``device``, tokenizer) of ``spec``, loaded by THE loader
+    (looked up when called: a test that wraps ``flowgrpo.operators.models.load_model`` sees it)."""
+    return models.load_model(  # tiny-random: the run's random weights, seeded by its optim.seed
         spec.name_or_path, gguf_file=spec.gguf_file, dtype=spec.dtype, device=device, seed=spec.seed
     )
 
@@ -156,7 +157,20 @@ def evaluate(
     plugins' metrics hooks on for this evaluation (``loop.metric_hooks.start_hooks`` of the
     run's config) add their metrics of the workflows written, as in training.
     ``prompt``: the :class:`~..loop.prompt.PolicyPrompt` (prompt and operator table) of the
-    run evaluated; None: the built-in prompt and the process-wide table."""
+    run evaluated; None: the built-in prompt and the process-wide table.
+
+    Sampling (k > 1) starts from torch's RNG seeded with ``settings.seed``, on a fork of the
+    caller's RNG state: the same model and settings give the same result whatever ran before
+    (every checkpoint of ``flowgrpo eval RUN_DIR --all`` as its own ``flowgrpo eval``)."""
+    # heavy: torch (the rollout generates with the policy); `flowgrpo validate` starts without it
+    import torch
+
+    with torch.random.fork_rng():
+        torch.manual_seed(settings.seed)
+        return _evaluate(model, tokenizer, settings, executor, limits, progress, hooks, prompt)
+
+
+def _evaluate(model, tokenizer, settings, executor, limits, progress, hooks, prompt) -> dict:
     # heavy: torch (the rollout generates with the policy); `flowgrpo validate` starts without it
     from flowgrpo.trainer.loop.rollout import generate_rollout
 

@@ -115,7 +115,7 @@ def test_train_quiet_prints_no_progress_or_step_lines(tmp_path):
 
 def test_eval_of_a_checkpoint_uses_the_prompt_it_was_trained_with(tmp_path, monkeypatch):
     """A run trained with a custom `prompt:` is evaluated with that prompt, not the built-in."""
-    import flowgrpo.trainer.cli.evaluate as cli_eval
+    import flowgrpo.trainer.reports.eval_run as eval_run  # the CLI evaluates through it
 
     run_dir = tmp_path / "run"
     cfg = load_config(
@@ -131,7 +131,7 @@ def test_eval_of_a_checkpoint_uses_the_prompt_it_was_trained_with(tmp_path, monk
         seen.append(kwargs["prompt"].spec.system)
         raise ValueError("stop here")
 
-    monkeypatch.setattr(cli_eval, "evaluate", fake_evaluate)
+    monkeypatch.setattr(eval_run, "evaluate", fake_evaluate)
     result = invoke("eval", "--adapter", run_dir / "checkpoint-1", "--n", "1", "--quiet")
     assert result.exit_code == 2 and "stop here" in result.output
     assert seen == ["You write WORKFLOWS for the task."]
