@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import os
@@ -17,6 +16,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from flowgrpo.operators.executor import ExecutorConfig, build_executor
 from flowgrpo.operators.tasks import load_task
+from flowgrpo.trainer.reports.eval_run import override_executor
 
 EXIT_USAGE = 2
 """Exit status for usage errors: a bad option, a missing file, a bad config."""
@@ -138,16 +138,10 @@ def executor_section(
     """The executor section a command runs with: ``base`` (a run's ``executor`` section, or the
     defaults) with each option given overriding its field (``--executor`` sets ``kind``). A
     different kind drops the base's ``model`` and ``base_url`` (they name that kind's model
-    and server) unless given; budgets, limits, timeouts and retries stay."""
-    section = base if base is not None else ExecutorConfig()
-    changes: dict = {}
-    if kind is not None and kind != section.kind:
-        changes |= {"kind": kind, "model": "default", "base_url": None}
-    changes |= {"model": model} if model is not None else {}
-    changes |= {"base_url": base_url} if base_url is not None else {}
-    changes |= {"max_new_tokens": max_new_tokens} if max_new_tokens is not None else {}
+    and server) unless given; budgets, limits, timeouts and retries stay
+    (:func:`~flowgrpo.trainer.reports.eval_run.override_executor`, a bad value one line)."""
     try:
-        return dataclasses.replace(section, **changes)
+        return override_executor(base, kind, model, base_url, max_new_tokens)
     except ValueError as exc:
         fail(str(exc))
 
