@@ -106,9 +106,14 @@ def held_out(cfg, model, tokenizer, args) -> dict:
 
     r = cfg.rollout
     settings = EvalSettings(
-        task=r.task, n=args.eval_n, k=args.eval_k, temperature=r.temperature,
-        top_p=r.top_p, max_new_tokens=r.max_new_tokens,
-    )  # fmt: skip
+        task=r.task,
+        n=args.eval_n,
+        k=args.eval_k,
+        temperature=r.temperature,
+        top_p=r.top_p,
+        max_new_tokens=r.max_new_tokens,
+        constrained=r.constrained,
+    )  # fmt: skip  (the policy is evaluated as it samples in training)
     executor, limits = setup.executor(cfg, model, tokenizer)
     model.eval()
     sim = regret_settings(cfg, limits)

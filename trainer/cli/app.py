@@ -351,6 +351,12 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
     help="Tokens per executor call (executor.max_new_tokens). [default: 160; with --adapter "
     "the run's]",
 )
+@click.option(
+    "--constrained",
+    type=click.Choice(["off", "grammar"]),
+    help="Sample only what the workflow grammar accepts (docs/CONSTRAINED.md). [default: off; "
+    "with --adapter the run's rollout.constrained]",
+)
 @output_options
 def eval_cmd(**options) -> None:
     """Evaluate a trained workflow generator (or the base model) on held-out problems.
@@ -360,7 +366,8 @@ def eval_cmd(**options) -> None:
 
     A checkpoint is evaluated as trained: with --adapter, the run's config.yaml gives the
     defaults of the base model (model.name_or_path, gguf_file, dtype; tiny-random's seed),
-    the workflow budget and sampling (rollout.max_new_tokens, temperature, top_p) and the
+    the workflow budget and sampling (rollout.max_new_tokens, temperature, top_p,
+    constrained) and the
     ``executor`` section: the executor (executor.kind and its settings: model, base_url,
     timeout_s, max_retries, backoff_s), its token budget (executor.max_new_tokens) and
     per-workflow limits (executor.max_calls, max_seconds). Options given override its fields.

@@ -120,5 +120,5 @@ def eval_options(o: dict) -> EvalOptions:
         device=resolve_device(o["device"]), max_new_tokens=o["max_new_tokens"],
         temperature=o["temperature"], execute=not o["no_execute"], executor=o["executor"],
         base_url=o["base_url"], executor_model=o["executor_model"],
-        executor_max_new_tokens=o["executor_max_new_tokens"],
+        executor_max_new_tokens=o["executor_max_new_tokens"], constrained=o["constrained"],
     )  # fmt: skip

@@ -53,6 +53,7 @@ class EvalOptions:
         executor: sets executor.kind (hf: the base weights in-process, i.e. kind shared).
         base_url / executor_model: executor.base_url / executor.model.
         executor_max_new_tokens: executor.max_new_tokens (tokens per executor call).
+        constrained: off or grammar (rollout.constrained: sample only grammar-valid workflows).
     """
 
     task: str = "arithmetic"
@@ -68,6 +69,7 @@ class EvalOptions:
     base_url: str | None = None
     executor_model: str | None = None
     executor_max_new_tokens: int | None = None
+    constrained: str | None = None
 
 
 def override_executor(
@@ -140,8 +142,9 @@ class EvalSession:
         self.device = resolve_device(o.device)
         self.spec = ModelSpec.of_run(run, o.model, o.dtype)
         self.settings = settings_of_run(
-            run, o.max_new_tokens, o.temperature, task=o.task, n=o.n, k=o.k, execute=o.execute
-        )
+            run, o.max_new_tokens, o.temperature, o.constrained,
+            task=o.task, n=o.n, k=o.k, execute=o.execute,
+        )  # fmt: skip
         run_or_defaults = run if run is not None else _default_config()
         kind = "shared" if o.executor == "hf" else o.executor  # hf: the base weights in-process
         section = override_executor(

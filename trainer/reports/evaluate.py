@@ -34,9 +34,11 @@ class EvalSettings:
         n: number of problems. k: workflows per problem (greedy when k == 1).
         temperature / top_p: sampling when k > 1. max_new_tokens: workflow budget.
         seed: problem selection seed. execute: run the workflows (accuracy).
+        constrained: off or grammar: sample only what the workflow grammar of the problem's
+            domain accepts (``rollout.constrained``, docs/CONSTRAINED.md).
 
     A checkpoint is evaluated as trained: :func:`settings_of_run` takes max_new_tokens,
-    temperature and top_p from its run's config.yaml.
+    temperature, top_p and constrained from its run's config.yaml.
     """
 
     task: str = "arithmetic"
@@ -47,6 +49,7 @@ class EvalSettings:
     max_new_tokens: int = 40
     seed: int = 0
     execute: bool = True
+    constrained: str = "off"
 
     def __post_init__(self):
         check(self.n >= 1, "eval.n", f"must be >= 1 (--n), got {self.n!r}")
@@ -54,16 +57,21 @@ class EvalSettings:
         check(self.temperature > 0, "eval.temperature", "must be > 0 (--temperature)")
         check(0 < self.top_p <= 1, "eval.top_p", "must be in (0, 1]")
         check(self.max_new_tokens >= 1, "eval.max_new_tokens", "must be >= 1 (--max-new-tokens)")
+        check(self.constrained in ("off", "grammar"), "eval.constrained", "use off or grammar")
 
 
-def settings_of_run(run_config=None, max_new_tokens=None, temperature=None, **kwargs):
-    """EvalSettings whose workflow budget (max_new_tokens) and sampling (temperature, top_p) are
-    the run's (``run_config``: its TrainConfig, or None for the defaults) unless given."""
+def settings_of_run(
+    run_config=None, max_new_tokens=None, temperature=None, constrained=None, **kwargs
+):
+    """EvalSettings whose workflow budget (max_new_tokens) and sampling (temperature, top_p,
+    constrained) are the run's (``run_config``: its TrainConfig, or None for the defaults)
+    unless given."""
     rollout, default = getattr(run_config, "rollout", None), EvalSettings()
     return EvalSettings(
         max_new_tokens=max_new_tokens or (rollout or default).max_new_tokens,
         temperature=temperature or (rollout or default).temperature,
         top_p=(rollout or default).top_p,
+        constrained=constrained or (rollout or default).constrained,
         **kwargs,
     )
 
@@ -188,7 +196,8 @@ def _evaluate(model, tokenizer, settings, executor, limits, progress, hooks, pro
             settings.top_p,
             settings.max_new_tokens,
             prompt=prompt,
-        )
+            constrained=settings.constrained,
+        )  # the grammar uses validate's default dsl Limits, as training does
         samples += prepare_samples(
             chunk,
             rollout.texts,

@@ -14,8 +14,6 @@ from flowgrpo.trainer.loop.constrain import unpack_allowed
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
 from flowgrpo.trainer.loop.rollout import generate_rollout
 
-pytest.importorskip("llguidance")
-
 MATH = Problem("a", "math", "What is 2 + 2?", "4")
 CODE = Problem("b", "code", "Write add(a, b).", "")
 
