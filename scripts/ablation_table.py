@@ -1,0 +1,129 @@
+"""Ablation rows of the learning study (issue 20) from ``learn_known_optimum.py``'s JSON files.
+
+Each file (``OUT/known_optimum-TAG.json``, one setting, several worlds x seeds, SIMULATED
+executor) becomes one row per world: held-out valid-only regret start -> trained (mean, 95%
+t-interval over seeds), seeds lower than the start, seeds whose most-written held-out workflow is
+within 0.02 of the best expected reward, the held-out share of the best workflow, validity, final
+training entropy, alert steps (deadlock / entropy_low, summed over seeds), runs whose last 3 steps
+raised deadlock or entropy_low, and minutes per seed. ``--targets`` adds the issue's "done when"
+verdict per world:
+
+    python scripts/ablation_table.py runs/screen/known_optimum-*.json
+    python scripts/ablation_table.py docs/ablations/*.json --targets
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from flowgrpo.trainer.reports.study import mean_interval
+
+HEADER = (
+    "| setting | world | valid-only regret start → trained | seeds lower | mode near best "
+    "| best share | held-out validity | final entropy | deadlock / entropy_low steps "
+    "| runs ending in an alert | min per seed |"
+)
+TARGET_HEADER = " ≤ 50% of start | reduction CI > 0 | ≥ 4/5 lower | mode near best ≥ 3/5 |"
+END_WINDOW = 3  # "ends in deadlock or collapse": an alert in the last 3 steps
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("files", nargs="+", help="known_optimum-TAG.json files")
+    p.add_argument("--targets", action="store_true", help="add the issue's per-world verdict")
+    return p.parse_args(argv)
+
+
+def _f(value) -> str:
+    return "–" if value is None or value != value else f"{value:.3f}"
+
+
+def _ci(values) -> str:
+    mean, half = mean_interval(values)
+    return _f(mean) + ("" if half != half else f" ± {half:.3f}")
+
+
+def setting_of(data: dict) -> str:
+    """The row label: the tag and its overrides."""
+    overrides = ", ".join(f"`{o}`" for o in data.get("overrides") or [])
+    return f"{data.get('tag') or 'baseline'}" + (f" ({overrides})" if overrides else "")
+
+
+def ended_in_alert(run: dict, steps: int) -> bool:
+    fired = run["alerts"].get("deadlock", []) + run["alerts"].get("entropy_low", [])
+    return any(s is not None and s > steps - END_WINDOW for s in fired)
+
+
+def world_stats(world: dict) -> dict:
+    """The numbers of one world's runs (see the module docstring)."""
+    start, runs = world["start"], world["runs"]
+    trained = [r["eval"]["sim/valid_regret"] for r in runs]
+    s0 = start["sim/valid_regret"]
+    reduction = mean_interval([s0 - t for t in trained])
+    return {
+        "start": s0,
+        "trained": trained,
+        "reduction": reduction,
+        "lower": sum(t < s0 for t in trained),
+        "near": sum(bool(r["eval"].get("near_best")) for r in runs),
+        "best_share": [r["eval"]["sim/best_share"] or 0.0 for r in runs],
+        "validity": [r["eval"]["validity_rate"] for r in runs],
+        "entropy": [r["series"]["entropy"][-1] for r in runs if r["series"]["entropy"]],
+        "deadlock": sum(len(r["alerts"].get("deadlock", [])) for r in runs),
+        "entropy_low": sum(len(r["alerts"].get("entropy_low", [])) for r in runs),
+        "ended": sum(ended_in_alert(r, r["steps"]) for r in runs),
+        "minutes": [r["wall_minutes"] for r in runs],
+        "n": len(runs),
+    }
+
+
+def verdict(st: dict) -> str:
+    """The issue's per-world targets: mean <= 50% of the start, the reduction's interval above
+    0, lower in >= 4 of 5 seeds (scaled: >= 80%), the mode near best in >= 3 of 5 (>= 60%)."""
+    mean = sum(st["trained"]) / st["n"]
+    red_mean, red_half = st["reduction"]
+    ok = (
+        mean <= 0.5 * st["start"],
+        red_half == red_half and red_mean - red_half > 0,
+        st["lower"] >= 0.8 * st["n"],
+        st["near"] >= 0.6 * st["n"],
+    )
+    return " " + " | ".join("yes" if o else "no" for o in ok) + " |"
+
+
+def rows(data: dict, targets: bool) -> list[str]:
+    out, label = [], setting_of(data)
+    for i, (name, world) in enumerate(data["worlds"].items()):
+        st = world_stats(world)
+        n = st["n"]
+        row = (
+            f"| {label if i == 0 else ''} | {name} | {_f(st['start'])} → {_ci(st['trained'])} "
+            f"| {st['lower']}/{n} | {st['near']}/{n} | {_ci(st['best_share'])} "
+            f"| {_ci(st['validity'])} | {_ci(st['entropy'])} "
+            f"| {st['deadlock']} / {st['entropy_low']} | {st['ended']}/{n} "
+            f"| {sum(st['minutes']) / n:.1f} |"
+        )
+        out.append(row + (verdict(st) if targets else ""))
+    return out
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    header = HEADER + (TARGET_HEADER if args.targets else "")
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for path in args.files:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            sys.exit(f"{path}: cannot read it as a learn_known_optimum JSON file ({exc})")
+        if "worlds" not in data:
+            sys.exit(f"{path}: no 'worlds' key; pass a known_optimum-TAG.json file")
+        lines += rows(data, args.targets)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""scripts/ablation_table.py: the issue-20 rows and verdicts against hand-computed values."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).parents[2]
+spec = importlib.util.spec_from_file_location("ablation", REPO / "scripts" / "ablation_table.py")
+ablation = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ablation)
+
+
+def _run(vor, near, entropy, alerts=None, steps=30):
+    return {
+        "seed": 0, "steps": steps, "wall_minutes": 4.0,
+        "series": {"entropy": [0.7, entropy]},
+        "alerts": {"deadlock": [], "entropy_low": [], **(alerts or {})},
+        "eval": {"sim/valid_regret": vor, "near_best": near, "sim/best_share": 0.5,
+                 "validity_rate": 1.0},
+    }  # fmt: skip
+
+
+def _data(runs, start=0.2):
+    return {"tag": "t", "overrides": ["a=1"], "worlds": {"w": {"start": {"sim/valid_regret": start}, "runs": runs}}}  # fmt: skip
+
+
+def test_a_world_meeting_every_target_says_yes_four_times():
+    runs = [_run(v, True, 0.3) for v in (0.05, 0.06, 0.07, 0.08, 0.09)]
+    st = ablation.world_stats(_data(runs)["worlds"]["w"])
+    assert st["lower"] == 5 and st["near"] == 5
+    # reduction 0.2 - mean(0.05..0.09) = 0.13; t(4) = 2.776, sd 0.0158 -> half 0.0196
+    assert st["reduction"][0] == pytest.approx(0.13)
+    assert st["reduction"][1] == pytest.approx(2.776 * 0.0158114 / 5**0.5, rel=1e-3)
+    assert ablation.verdict(st) == " yes | yes | yes | yes |"
+
+
+def test_each_target_can_fail_on_its_own():
+    # mean 0.11 > 0.1 (50% of 0.2); all lower; interval above 0; mode near best 2/5
+    runs = [_run(v, i < 2, 0.3) for i, v in enumerate((0.10, 0.11, 0.11, 0.11, 0.12))]
+    assert ablation.verdict(ablation.world_stats(_data(runs)["worlds"]["w"])) == (
+        " no | yes | yes | no |"
+    )
+    # 3 of 5 lower, one far above: the interval of the reduction includes 0
+    runs = [_run(v, True, 0.3) for v in (0.01, 0.01, 0.01, 0.3, 0.6)]
+    assert ablation.verdict(ablation.world_stats(_data(runs)["worlds"]["w"])) == (
+        " no | no | no | yes |"
+    )
+
+
+def test_a_run_counts_as_ending_in_an_alert_only_in_its_last_three_steps():
+    assert ablation.ended_in_alert(_run(0.1, True, 0.1, {"deadlock": [28]}), 30)
+    assert not ablation.ended_in_alert(_run(0.1, True, 0.1, {"entropy_low": [27]}), 30)
+
+
+def test_the_table_has_one_row_per_world_and_names_the_setting(tmp_path, capsys):
+    path = tmp_path / "known_optimum-t.json"
+    path.write_text(json.dumps(_data([_run(0.1, False, 0.25), _run(0.3, True, 0.35)])))
+    ablation.main([str(path)])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and lines[2].startswith("| t (`a=1`) | w | 0.200 → 0.200 ± 1.271 | 1/2")
+    assert "| 0.300 ± 0.635 |" in lines[2]  # final entropy: mean 0.3, t(1) 12.706 * 0.0707 / 1.41
+
+
+def test_a_file_that_is_not_a_study_is_one_line(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text("{}")
+    with pytest.raises(SystemExit, match="no 'worlds' key"):
+        ablation.main([str(path)])
