@@ -23,7 +23,8 @@ def _run(vor, near, entropy, alerts=None, steps=30):
 
 
 def _data(runs, start=0.2):
-    return {"tag": "t", "overrides": ["a=1"], "worlds": {"w": {"start": {"sim/valid_regret": start}, "runs": runs}}}  # fmt: skip
+    world = {"start": {"sim/valid_regret": start}, "runs": runs}
+    return {"tag": "t", "overrides": ["a=1"], "worlds": {"w": world}}
 
 
 def test_a_world_meeting_every_target_says_yes_four_times():
