@@ -94,11 +94,17 @@ class GrammarMask(LogitsProcessor):
     every matcher the token sampled at the previous call. A row whose matcher has stopped (it
     sampled the end token) is left unmasked: ``generate`` pads it and the loss ignores it.
     ``bits``: the packed mask of every call, [N, W] int32 each (see :meth:`allowed_bits`).
+    ``removed``: per call, [N] the probability mass the mask took away from the sampling
+    distribution (``temperature`` applied here: ``generate`` hands a custom processor the raw
+    logits and tempers after it; renormalising over the allowed tokens moved that mass onto
+    them), 0 for stopped rows.
     """
 
-    def __init__(self, matchers: list, prompt_len: int, vocab_size: int):
+    def __init__(self, matchers: list, prompt_len: int, vocab_size: int, temperature=1.0):
         self.matchers, self.prompt_len, self.vocab_size = matchers, prompt_len, vocab_size
+        self.temperature = temperature if temperature > 0 else 1.0  # greedy: the raw logits
         self.bits: list[torch.Tensor] = []
+        self.removed: list[torch.Tensor] = []
 
     def __call__(self, input_ids, scores):
         llt = _llg().torch
@@ -114,7 +120,17 @@ class GrammarMask(LogitsProcessor):
                 llt.fill_next_token_bitmask(m, bits, i)
         self.bits.append(bits)
         allowed = unpack_allowed(bits, scores.shape[-1]).to(scores.device)
+        kept_N = (torch.softmax(scores.float() / self.temperature, dim=-1) * allowed).sum(-1)
+        self.removed.append((1.0 - kept_N).clamp(min=0.0).cpu())
         return scores.masked_fill(~allowed, -float("inf"))
+
+    def removed_mass(self, length: int) -> torch.Tensor:
+        """[N, length] mass removed at each completion position (0 past the calls made)."""
+        out = torch.zeros(len(self.matchers), length)
+        if self.removed:
+            got = torch.stack(self.removed[:length], dim=1)
+            out[:, : got.shape[1]] = got
+        return out
 
     def allowed_bits(self, length: int) -> torch.Tensor:
         """[N, length, W] packed masks of the completion's positions (all-allowed past the

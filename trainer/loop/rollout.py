@@ -45,6 +45,8 @@ class Rollout:
         seconds: wall time of generation.
         allowed_bits_NTW: with ``rollout.constrained: grammar``, the packed grammar mask of
             every position ([N, T, W] int32, see ``constrain.GrammarMask``); None otherwise.
+        removed_mass_NT: with ``grammar``, the probability mass the mask removed at each
+            position (the ``constrained/*`` metrics); None otherwise.
     """
 
     problems: list[Problem]
@@ -56,6 +58,7 @@ class Rollout:
     texts: list[str]
     seconds: float
     allowed_bits_NTW: torch.Tensor | None = None
+    removed_mass_NT: torch.Tensor | None = None
 
     @property
     def lengths_N(self):
@@ -75,6 +78,7 @@ class Rollout:
             [self.texts[int(r)] for r in rows],
             self.seconds,
             None if self.allowed_bits_NTW is None else self.allowed_bits_NTW[rows],
+            None if self.removed_mass_NT is None else self.removed_mass_NT[rows],
         )
 
 
@@ -164,7 +168,9 @@ def generate_rollout(
         with torch.no_grad(), merged_adapter(model, merge):
             ids = enc["input_ids"].to(device).repeat_interleave(group_size, dim=0)
             mask = enc["attention_mask"].to(device).repeat_interleave(group_size, dim=0)
-            grammar = _grammar_mask(constrained, model, tokenizer, problems, ids, prompt, limits)
+            grammar = _grammar_mask(
+                constrained, model, tokenizer, problems, ids, prompt, limits, temperature
+            )
             sampling, extra = _masked_sampling(sampling, grammar, top_p)
             if prefill_once:
                 extra["past_key_values"] = prefill_prompts(model, prompt_ids, group_size)
@@ -180,6 +186,7 @@ def generate_rollout(
     rollout = _make_rollout(problems, group_size, prompt_ids, completions, eos, tokenizer, seconds)
     if grammar is not None:  # the mask of every sampled position, for the update
         rollout.allowed_bits_NTW = grammar.allowed_bits(rollout.completion_ids_NT.shape[1])
+        rollout.removed_mass_NT = grammar.removed_mass(rollout.completion_ids_NT.shape[1])
     return rollout
 
 
@@ -194,7 +201,7 @@ def _masked_sampling(sampling: dict, grammar: GrammarMask | None, top_p: float):
     return sampling, {"logits_processor": [grammar]}
 
 
-def _grammar_mask(constrained, model, tokenizer, problems, ids_NP, prompt, limits):
+def _grammar_mask(constrained, model, tokenizer, problems, ids_NP, prompt, limits, temperature):
     """The mask processor of one ``generate`` call, one matcher per row of the left-padded
     prompts ``ids_NP`` (K consecutive rows per problem); None when ``constrained`` is off."""
     if constrained not in CONSTRAINED_MODES:
@@ -207,7 +214,7 @@ def _grammar_mask(constrained, model, tokenizer, problems, ids_NP, prompt, limit
     k = ids_NP.shape[0] // len(problems)
     domains = [p.domain for p in problems for _ in range(k)]
     matchers = make_matchers(ll_tokenizer, domains, prompt.operators, limits)
-    return GrammarMask(matchers, ids_NP.shape[1], vocab)
+    return GrammarMask(matchers, ids_NP.shape[1], vocab, temperature)
 
 
 def _left_padded(tokenizer, texts: list[str]):
@@ -285,6 +292,9 @@ def concat_rollouts(parts: Sequence[Rollout]) -> Rollout:
         [t for p in parts for t in p.texts],
         sum(p.seconds for p in parts),
         _concat_bits(parts, width),
+        None
+        if parts[0].removed_mass_NT is None
+        else torch.cat([pad(p.removed_mass_NT, 0.0) for p in parts]),
     )
 
 

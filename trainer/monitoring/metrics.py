@@ -64,6 +64,7 @@ def rollout_metrics(table, rollout, adv_N, group_stats: dict) -> dict:
         "completions/max_length": float(lengths.max()),
         "completions/truncated_rate": float(rollout.truncated_N.float().mean()),
     }
+    out.update(constraint_metrics(rollout, details))
     for j, name in enumerate(table.names):
         col = table.scores[:, j]
         ok = col[np.isfinite(col)]
@@ -74,6 +75,36 @@ def rollout_metrics(table, rollout, adv_N, group_stats: dict) -> dict:
     out["operators"] = {op: c / max(len(valid), 1) for op, c in sorted(ops.items())}
     out["structures"] = dict(Counter(d["structure"] for d in valid if d["structure"]))
     return out
+
+
+def constraint_metrics(rollout, details) -> dict:
+    """What ``rollout.constrained: grammar`` did (all None for a free rollout): the share of
+    sampled positions where the mask removed probability mass (> 1e-6), the mean mass removed
+    per position, the fallback rate flagged as 0 by construction (the policy did not learn it),
+    and the share of finished completions that still fail ``validate`` (rules the grammar does
+    not encode, e.g. the call budget)."""
+    removed_NT = getattr(rollout, "removed_mass_NT", None)
+    if removed_NT is None:
+        return {key: None for key in CONSTRAINT_KEYS}
+    mask_NT = rollout.mask_NT.bool()
+    removed = removed_NT[mask_NT]
+    finished = [d for d, t in zip(details, rollout.truncated_N.tolist(), strict=True) if not t]
+    return {
+        "constrained/masked_token_frac": float((removed > 1e-6).float().mean()),
+        "constrained/removed_mass": float(removed.mean()),
+        "constrained/fallback_by_construction": True,
+        "constrained/invalid_finished_rate": (
+            sum(not d["valid"] for d in finished) / len(finished) if finished else None
+        ),
+    }
+
+
+CONSTRAINT_KEYS = (
+    "constrained/masked_token_frac",
+    "constrained/removed_mass",
+    "constrained/fallback_by_construction",
+    "constrained/invalid_finished_rate",
+)
 
 
 #: Every key of a metrics.jsonl line, with its meaning (docs/METRICS.md is generated from this
@@ -99,6 +130,25 @@ METRICS_SCHEMA: tuple[tuple[str, str], ...] = (
     ("completions/min_length", "shortest completion (tokens)"),
     ("completions/max_length", "longest completion (tokens)"),
     ("completions/truncated_rate", "share of completions that hit max_new_tokens"),
+    (
+        "constrained/masked_token_frac",
+        "rollout.constrained=grammar only: share of sampled positions where the grammar mask "
+        "removed probability mass",
+    ),
+    (
+        "constrained/removed_mass",
+        "rollout.constrained=grammar only: mean probability mass the mask removed per sampled "
+        "position (tempered distribution)",
+    ),
+    (
+        "constrained/fallback_by_construction",
+        "true under rollout.constrained=grammar: fallback_rate is 0 by construction, not learned",
+    ),
+    (
+        "constrained/invalid_finished_rate",
+        "rollout.constrained=grammar only: share of finished completions that still fail "
+        "validate (rules the grammar does not encode, e.g. the call budget)",
+    ),
     ("kept_groups", "groups trained on after dynamic sampling"),
     ("resampled_groups", "groups of fresh problems sampled to replace zero-signal ones"),
     ("gen_time", "seconds generating completions"),

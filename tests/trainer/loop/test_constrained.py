@@ -101,3 +101,42 @@ def test_off_keeps_no_mask_and_samples_the_same_tokens():
     assert torch.equal(off.completion_ids_NT, default.completion_ids_NT)
     with pytest.raises(ValueError, match="constrained must be one of"):
         generate_rollout(model, tok, [MATH], 2, 1.0, 1.0, 4, constrained="regex")
+
+
+def test_the_removed_mass_is_what_renormalising_over_the_allowed_tokens_divides_by():
+    # log p_constrained(t) = log p_free(t) - log(kept mass), so the mass the mask removed at a
+    # position is 1 - exp(log p_free - log p_constrained), from the update's own forward pass
+    model, tok = build_tiny_model(seed=2)
+    torch.manual_seed(3)
+    r = generate_rollout(model, tok, [MATH], 6, 0.7, 1.0, 24, merge=False, constrained="grammar")
+    allowed = unpack_allowed(r.allowed_bits_NTW, model.config.vocab_size)
+    with torch.no_grad():
+        args = (model, r.prompt_ids[0], r.completion_ids_NT, r.mask_NT, "shared_prompt", 0.7)
+        free_KT, _ = group_logprobs(*args)
+        constrained_KT, _ = group_logprobs(*args, allowed)
+    m = r.mask_NT.bool()
+    expected = 1 - torch.exp(free_KT - constrained_KT)
+    assert torch.allclose(r.removed_mass_NT[m], expected[m], atol=1e-4)
+    assert (r.removed_mass_NT[m] > 0.01).any()  # the tiny model puts mass outside the grammar
+
+
+def test_constraint_metrics_are_reported_and_null_without_the_constraint():
+    from flowgrpo.rewards import prepare_samples
+    from flowgrpo.trainer.monitoring.metrics import CONSTRAINT_KEYS, constraint_metrics
+
+    model, tok = build_tiny_model(seed=1)
+    torch.manual_seed(0)
+    r = generate_rollout(model, tok, [MATH], 12, 1.0, 1.0, 32, constrained="grammar")
+    samples = prepare_samples(r.problems, r.texts, 12, execute=False)
+    details = [{"valid": s.valid} for s in samples]
+    out = constraint_metrics(r, details)
+    m = r.mask_NT.bool()
+    assert out["constrained/removed_mass"] == pytest.approx(float(r.removed_mass_NT[m].mean()))
+    assert 0 < out["constrained/masked_token_frac"] <= 1
+    assert out["constrained/fallback_by_construction"] is True
+    finished = [d for d, t in zip(details, r.truncated_N) if not t]
+    assert out["constrained/invalid_finished_rate"] == pytest.approx(
+        sum(not d["valid"] for d in finished) / len(finished)
+    )
+    free = generate_rollout(model, tok, [MATH], 2, 1.0, 1.0, 8)
+    assert constraint_metrics(free, details[:2]) == dict.fromkeys(CONSTRAINT_KEYS)
