@@ -35,6 +35,12 @@ DATASETS_MISSING = (
     "the optional extra: pip install 'flowgrpo[datasets]' (or: pip install datasets), or "
     "convert the data to JSONL and use jsonl:PATH"
 )
+DATASETS_BROKEN = (
+    "the hf: task could not use the installed 'datasets' package ({why}); install a "
+    "compatible one with the optional extra: pip install -U 'flowgrpo[datasets]', or convert "
+    "the data to JSONL and use jsonl:PATH"
+)
+DATASETS_MIN = (2, 14)  # the extra's lower bound: load_from_disk/load_dataset as used here
 
 
 def parse_options(arg: str | None, task: str, allowed: tuple[str, ...]) -> tuple[str, dict]:
@@ -96,6 +102,12 @@ def _datasets() -> Any:
         import datasets  # optional: the flowgrpo[datasets] extra; jsonl: needs nothing
     except ImportError:
         raise ValueError(DATASETS_MISSING) from None
+    except Exception as exc:  # a broken install (e.g. a pyarrow it cannot load)
+        raise ValueError(DATASETS_BROKEN.format(why=f"{type(exc).__name__}: {exc}")) from None
+    version = str(getattr(datasets, "__version__", "0"))
+    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    if parts < DATASETS_MIN:
+        raise ValueError(DATASETS_BROKEN.format(why=f"version {version} is older than 2.14"))
     return datasets
 
 

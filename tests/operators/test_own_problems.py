@@ -89,8 +89,21 @@ def test_hf_without_datasets_names_the_extra(tmp_path, monkeypatch):
     assert str(info.value) == DATASETS_MISSING and "flowgrpo[datasets]" in DATASETS_MISSING
 
 
+def test_hf_with_a_broken_or_old_datasets_is_one_line_naming_the_extra(tmp_path, monkeypatch):
+    import types
+
+    path = write(tmp_path, ROWS)
+    monkeypatch.setitem(__import__("sys").modules, "datasets", types.ModuleType("datasets"))
+    __import__("sys").modules["datasets"].__version__ = "2.3.0"
+    with pytest.raises(
+        ValueError, match=r"version 2\.3\.0 is older than 2\.14.*flowgrpo\[datasets\]"
+    ):
+        load_task(f"hf:{path}")
+
+
 def test_hf_reads_a_saved_dataset_and_a_local_file_with_column_mapping(tmp_path):
-    datasets = pytest.importorskip("datasets")
+    import datasets  # a dev dependency: missing is a failure, not a skip
+
     rows = {"problem": ["2+2?", "Capital of Peru?"], "solution": ["4", "Lima"]}
     rows["kind"] = ["math", "qa"]
     datasets.DatasetDict({"test": datasets.Dataset.from_dict(rows)}).save_to_disk(tmp_path / "ds")
