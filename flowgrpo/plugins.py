@@ -70,6 +70,9 @@ def _import_file(path: Path) -> ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)  # type: ignore[union-attr]
+    except ImportError as exc:  # what it imports is missing: one line, as for a module
+        del sys.modules[name]
+        raise ValueError(f"plugin file {str(path)!r}: {exc}") from None
     except BaseException:
         del sys.modules[name]
         raise

@@ -134,6 +134,8 @@ class RolloutConfig:
         execute: run valid workflows with the executor (the ``executor`` section; accuracy/cost
             rewards); off = validity and diversity only.
         cache_path: JSONL file for the execution cache (relative to the run dir), or null.
+        cache_max_entries: results the execution cache keeps in memory (oldest evicted first;
+            each is one workflow's answer on one problem, about 1 KB).
         dynamic_sampling: drop zero-variance groups from the update and replace them with fresh
             problems (DAPO, arXiv 2503.14476), std-based.
         max_resample_rounds: bound on replacement rounds per step.
@@ -153,6 +155,7 @@ class RolloutConfig:
     constrained: Literal["off", "grammar"] = "off"
     execute: bool = True
     cache_path: str | None = "execution_cache.jsonl"
+    cache_max_entries: int = 200_000
     dynamic_sampling: bool = True
     max_resample_rounds: int = 1
     seed: int = 0
@@ -180,6 +183,11 @@ class RolloutConfig:
         ):
             check(getattr(self, name) in ok, f"rollout.{name}", "use " + " or ".join(ok))
         check(self.max_resample_rounds >= 0, "rollout.max_resample_rounds", "must be >= 0")
+        check(
+            isinstance(self.cache_max_entries, int) and self.cache_max_entries >= 1,
+            "rollout.cache_max_entries",
+            "must be an integer >= 1 (results kept in memory; set cache_path: null for no cache)",
+        )
 
 
 @dataclass(frozen=True)

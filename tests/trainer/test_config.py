@@ -57,6 +57,7 @@ def test_resolved_config_round_trips_through_yaml(tmp_path):
         ("health.guard=maybe", "guard"),
         ("nonsense=1", "unknown key nonsense"),
         ("rollout.num_generations", "section.key=value"),
+        ("rollout.cache_max_entries=0", "rollout.cache_max_entries: must be an integer >= 1"),
     ],
 )
 def test_bad_values_name_the_field_and_the_fix(override, message):
@@ -90,3 +91,15 @@ def test_setting_one_key_of_a_section_keeps_the_parents_other_defaults():
     it to HealthConfig's own default."""
     cfg = load_config(None, ("health.stop_on=[deadlock]",))
     assert cfg.health.guard == "rollback" and cfg.health.stop_on == ("deadlock",)
+
+
+def test_the_execution_cache_keeps_at_most_cache_max_entries(tmp_path):
+    from flowgrpo.operators.state import ExecutionResult
+    from flowgrpo.trainer.loop import setup
+
+    cfg = load_config(None, ("rollout.cache_max_entries=2",))
+    cache = setup.cache(cfg, tmp_path)
+    for i in range(3):
+        cache.put((f"w{i}", "p", "s", "l"), ExecutionResult(answer=str(i), correct=True, score=1.0))
+    assert len(cache) == 2 and cache.get(("w0", "p", "s", "l")) is None  # the oldest went
+    assert cache.get(("w2", "p", "s", "l")).answer == "2"

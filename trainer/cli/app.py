@@ -143,6 +143,15 @@ def validate_cmd(workflows, files, do_extract, domain, operators_file, as_json) 
     help="Tokens per executor call (executor.max_new_tokens). [default: 160; with --checkpoint "
     "the run's]",
 )
+@click.option(
+    "--plugin",
+    "plugins",
+    multiple=True,
+    metavar="MODULE_OR_FILE",
+    help="Import this plugin first (a module name or a .py file; repeatable), as a config's "
+    "plugins: list does: your operators, executor backends and metrics hooks. With "
+    "--checkpoint the run's plugins are imported too.",
+)
 @output_options
 def run_cmd(**options) -> None:
     """Run WORKFLOW on problems of a task with an executor LLM and show trace and score.

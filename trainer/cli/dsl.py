@@ -13,6 +13,7 @@ from flowgrpo.dsl import OperatorTable, extract, validate
 from flowgrpo.dsl.render import format_report, report_to_dict
 from flowgrpo.operators.executor import ExecutorConfig
 from flowgrpo.operators.interpreter import describe, run_workflows
+from flowgrpo.plugins import import_plugins
 from flowgrpo.trainer.cli.common import (
     build_cli_executor,
     executor_section,
@@ -93,9 +94,16 @@ def run_workflow_command(
     device="cpu",
     dtype=None,
     executor_max_new_tokens=None,
+    plugins=(),
 ) -> None:
     """Validate ``workflow`` (also for the task's domain), run it on ``n`` problems, print.
-    With ``checkpoint``, the executor and its budgets are the run's unless given."""
+    With ``checkpoint``, the executor and its budgets are the run's unless given. ``plugins``
+    (and the run's) are imported first, so their operators and backends can be named."""
+    run = run_config_of(checkpoint)
+    try:
+        import_plugins([*(run.plugins if run is not None else ()), *plugins])
+    except ValueError as exc:
+        fail(f"--plugin: {exc}")
     report = validate(workflow)
     if not report.ok:
         click.echo(format_report(report), err=True)
@@ -105,7 +113,6 @@ def run_workflow_command(
     if not domain_report.ok:
         click.echo(format_report(domain_report), err=True)
         sys.exit(1)
-    run = run_config_of(checkpoint)
     device = resolve_device(device)
     budget = executor_max_new_tokens
     llm, limits = executor_of(run, executor, model, base_url, device, dtype, budget)

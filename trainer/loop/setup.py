@@ -84,7 +84,7 @@ def executor(cfg, model, tokenizer, given=None):
 def cache(cfg, run_dir: Path):
 
     path = cfg.rollout.cache_path
-    return ExecutionCache(run_dir / path if path else None)
+    return ExecutionCache(run_dir / path if path else None, cfg.rollout.cache_max_entries)
 
 
 def accelerator(cfg, run_dir: Path) -> Accelerator:
