@@ -137,6 +137,26 @@ class OpenAIBackend:
                 )
             return self._client
 
+    def check_server(self) -> None:
+        """Ask the server for its model list (``GET {base_url}/models``, one attempt, the
+        configured timeouts) before a run loads anything: ``ValueError`` in one line when no
+        server answers, or when it does not serve ``model``."""
+        import openai  # heavy: see _get_client
+
+        try:
+            served = [m.id for m in self._get_client().models.list()]
+        except openai.APIError as exc:
+            raise ValueError(
+                f"executor.base_url {self.base_url}: GET /models got no model list (timeout "
+                f"{self.read_timeout_s:g} s): {_server_message(exc)}; start the "
+                "OpenAI-compatible server or fix executor.base_url"
+            ) from None
+        if served and self.model not in served:
+            raise ValueError(
+                f"executor.model {self.model!r} is not served at {self.base_url} (it serves: "
+                f"{', '.join(served[:10])}); set executor.model to one of them"
+            )
+
     def close(self) -> None:
         """Close the HTTP connection pool (a later ``generate`` opens a new one)."""
         with self._lock:

@@ -15,6 +15,7 @@ from flowgrpo.operators.executor.build import (
     build_executor,
     check_executor,
     executor_limits,
+    probe_executor,
 )
 from flowgrpo.operators.executor.section import (
     ExecutorConfig,
@@ -30,4 +31,5 @@ __all__ = [
     "executor_limits",
     "move_deprecated_keys",
     "moved_overrides",
+    "probe_executor",
 ]

@@ -27,7 +27,13 @@ from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.llm import LLM
 from flowgrpo.operators.ops import OpSettings
 
-__all__ = ["BUILT_IN_KINDS", "build_executor", "check_executor", "executor_limits"]
+__all__ = [
+    "BUILT_IN_KINDS",
+    "build_executor",
+    "check_executor",
+    "executor_limits",
+    "probe_executor",
+]
 
 #: Kinds :func:`build_executor` builds itself (any other is looked up in ``BACKENDS``).
 BUILT_IN_KINDS = ("shared", "hf", "openai")
@@ -114,6 +120,28 @@ def build_executor(
     kwargs |= {"base_url": section.base_url} if section.base_url else {}
     kwargs |= {"model": section.model} if section.model != "default" else {}
     return factory(**kwargs), limits
+
+
+def probe_executor(section: ExecutorConfig) -> None:
+    """Check, before any model loads, that the executor of ``section`` can answer: a backend
+    kind whose class has ``check_server`` (the OpenAI-compatible one: its model list, with the
+    configured timeout) is built and asked; kinds that run a model in-process (hf, shared) are
+    not (building them loads weights). ``ValueError`` in one line otherwise."""
+    if section.kind in ("hf", "shared"):
+        return
+    if section.kind == "openai":
+        backend = make_backend("openai", **_openai_kwargs(section))
+    else:
+        check_executor(section)
+        if not hasattr(find_backend(section.kind), "check_server"):
+            return
+        backend, _ = build_executor(section)
+    try:
+        backend.check_server()
+    finally:
+        close = getattr(backend, "close", None)
+        if callable(close):
+            close()
 
 
 def _openai_kwargs(section: ExecutorConfig) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """A local OpenAI-compatible chat server whose failures are scripted, for executor-fault tests.
 
 ``FaultServer`` listens on 127.0.0.1 (a free port) and answers ``POST /v1/chat/completions``
-according to its current ``mode`` (switch it at any time with :meth:`FaultServer.set_mode`):
+according to its current ``mode`` (switch it at any time with :meth:`FaultServer.set_mode`),
+and ``GET /v1/models`` with ``models`` whatever the mode (not counted as a request):
 
 =============  ===============================================================================
 ``ok``         200 with one choice whose content is ``answer(body)``
@@ -56,8 +57,10 @@ class FaultServer:
         retry_after_s: float = 0.1,
         max_requests: int = 2000,
         lifetime_s: float = 300.0,
+        models: tuple[str, ...] = (),
     ) -> None:
         self.answer, self.hang_s, self.retry_after_s = answer, hang_s, retry_after_s
+        self.models = models  # what GET /v1/models lists (empty: the check accepts any name)
         self.max_requests = max_requests
         self.mode = "ok"
         self.requests: list[tuple[str, float]] = []
@@ -121,6 +124,15 @@ class FaultServer:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *_args) -> None:
                 pass
+
+            def do_GET(self) -> None:  # GET /v1/models: the run's pre-flight check; not counted
+                served = [{"id": name, "object": "model"} for name in server.models]
+                data = json.dumps({"object": "list", "data": served}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)

@@ -11,6 +11,7 @@ import yaml
 from tqdm import tqdm
 
 from flowgrpo.configuration import ConfigError, to_dict
+from flowgrpo.operators.executor import probe_executor
 from flowgrpo.trainer.cli.common import console_logging, fail, is_quiet, progress, status
 from flowgrpo.trainer.reports.estimate import estimate
 
@@ -33,7 +34,9 @@ def resolve_config(config_path, overrides, max_steps, output_dir):
 
 def check_environment(cfg) -> None:
     """Build the run environment without executor (imports the plugins, looks every name up,
-    checks the prompt against the run's operators, loads the problems): a one-line error."""
+    checks the prompt against the run's operators, loads the problems) and ask a server
+    executor for its model list (``probe_executor``): a one-line error, exit 2. Run by
+    ``--dry-run`` and before a real run loads any model."""
     # heavy: torch (the loop package); `flowgrpo validate` starts without it
     from flowgrpo.trainer.loop.environment import build_environment
 
@@ -41,6 +44,10 @@ def check_environment(cfg) -> None:
         build_environment(cfg, with_executor=False)
     except ConfigError as exc:
         fail(f"bad config: {exc}")
+    try:
+        probe_executor(cfg.executor)
+    except (ValueError, ImportError) as exc:
+        fail(f"executor: {exc}")
 
 
 def train_command(
@@ -56,6 +63,7 @@ def train_command(
         click.echo(yaml.safe_dump(estimate(cfg), sort_keys=False))
         return
     console_logging()
+    check_environment(cfg)  # problems, prompt, plugins, executor server: before the model loads
     # heavy: torch (the loop and the metrics of its tensors); `flowgrpo validate` starts without it
     from flowgrpo.trainer.loop.checkpoint import CheckpointError
     from flowgrpo.trainer.loop.trainer import Trainer

@@ -69,7 +69,16 @@ def test_bad_config_exits_2_with_the_field_named(tmp_path):
 
 
 def test_dry_run_loads_no_weights_and_prints_an_estimate():
-    result = invoke("train", "--config", "configs/qwen2.5-7b.yaml", "--dry-run")
+    from fault_server import FaultServer  # the dry run asks the executor server for its models
+
+    server = FaultServer(models=("Qwen/Qwen2.5-7B-Instruct",), lifetime_s=60)
+    try:
+        result = invoke(
+            "train", "--config", "configs/qwen2.5-7b.yaml", "--dry-run",
+            "--set", f"executor.base_url={server.url}",
+        )  # fmt: skip
+    finally:
+        server.close()
     assert result.exit_code == 0, result.output
     assert "Qwen/Qwen2.5-7B-Instruct" in result.output and "total_gib_estimate" in result.output
 
