@@ -10,7 +10,14 @@ from __future__ import annotations
 import random
 
 from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Workflow, steps_of
-from flowgrpo.dsl.operators import CHECKER, GENERATOR, OPERATORS, REFINER
+from flowgrpo.dsl.operators import (
+    CHECKER,
+    ENSEMBLER,
+    GENERATOR,
+    OPERATORS,
+    REFINER,
+    OperatorTable,
+)
 from flowgrpo.dsl.validate import validate
 
 _GENERATORS = [n for n, s in OPERATORS.items() if s.role == GENERATOR]
@@ -60,3 +67,54 @@ def _flatten(steps: list[Node]) -> list[Node]:
     for step in steps:
         out.extend(steps_of(step))
     return out
+
+
+def sft_tails(operators: OperatorTable, domain: str) -> tuple[str, ...]:
+    """The tail steps of :func:`stratified_workflow` for ``domain``, built from the roles of
+    ``operators``: for each checker C, check-and-repair with the domain's FIRST refiner R
+    (``C ? R : done`` and its loops x2, x3), re-generation on failure (``C ? G : done`` for each
+    generator G, last declared first), then each refiner alone. For the AFlow table on math this
+    is Review ? Revise : done (x1, x2, x3), Review ? Programmer/AnswerGenerate/Custom : done,
+    Revise, Format."""
+    allowed = operators.for_domain(domain)
+
+    def of(role: str) -> list[str]:
+        return [n for n in operators if operators.role(n) == role and n in allowed]
+
+    gens, refiners = of(GENERATOR), of(REFINER)
+    tails: list[str] = []
+    for checker in of(CHECKER):
+        if refiners:
+            step = f"{checker} ? {refiners[0]} : done"
+            tails += [step, f"({step}) * 2", f"({step}) * 3"]
+        tails += [f"{checker} ? {g} : done" for g in reversed(gens)]
+    return (*tails, *refiners)
+
+
+def stratified_workflow(rng: random.Random, operators: OperatorTable, domain: str = "math") -> str:
+    """One valid workflow for ``domain`` in canonical form, drawn so that no workflow dominates
+    (the format-SFT targets of ``flowgrpo sft``): a head that is one generator or (half the
+    time) an ensemble of 2-3 generators and one ensembler, then 0, 1 or 2 tail steps of
+    :func:`sft_tails`, each part uniform. A refiner other than the domain's first (the repairer)
+    only ends a workflow (Format reduces a solution to its answer). Draws that ``validate``
+    rejects are redrawn."""
+    allowed = operators.for_domain(domain)
+    gens = [n for n in operators if operators.role(n) == GENERATOR and n in allowed]
+    ensemblers = [n for n in operators if operators.role(n) == ENSEMBLER and n in allowed]
+    refiners = [n for n in operators if operators.role(n) == REFINER and n in allowed]
+    tails, finishers = sft_tails(operators, domain), set(refiners[1:])
+    if not gens:
+        raise ValueError(f"no generator for domain {domain!r}: nothing to draw workflows from")
+    for _ in range(10_000):
+        if rng.random() < 0.5 or not ensemblers:
+            head = rng.choice(gens)
+        else:
+            branches = [rng.choice(gens) for _ in range(rng.choice((2, 3)))]
+            head = f"[{', '.join(branches)}] -> {rng.choice(ensemblers)}"
+        tail = [rng.choice(tails) for _ in range(rng.choice((0, 1, 2)))] if tails else []
+        if finishers & set(tail[:-1]):
+            continue
+        report = validate(" -> ".join((head, *tail)), domain=domain, operators=operators)
+        if report.ok:
+            return report.canonical
+    raise ValueError(f"no valid workflow drawn for domain {domain!r} in 10,000 tries")

@@ -21,6 +21,7 @@ from flowgrpo.trainer.cli.dsl import run_workflow_command, validate_command
 from flowgrpo.trainer.cli.evaluate import eval_command
 from flowgrpo.trainer.cli.export import export_command
 from flowgrpo.trainer.cli.reports import analyze_command, diagnose_command
+from flowgrpo.trainer.cli.sft import sft_command
 from flowgrpo.trainer.cli.train import train_command
 
 
@@ -219,6 +220,45 @@ def train_cmd(config_path, overrides, max_steps, output_dir, resume, overwrite, 
     without saving), then the command that resumes the run is printed.
     """
     train_command(config_path, overrides, max_steps, output_dir, resume, dry_run, overwrite)
+
+
+@main.command("sft")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="YAML config: its model, lora, task, prompt, sampling and sft section (see configs/).",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a config value, e.g. --set sft.lr=1e-3 or --set sft.data=jsonl:pairs.jsonl.",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="A new folder for the adapter (and its config.yaml).",
+)
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Also write the summary.")
+@output_options
+def sft_cmd(config_path, overrides, out, json_out) -> None:
+    """Format SFT: teach a fresh LoRA adapter to write the workflow DSL, to start RL from.
+
+    Cross-entropy on the completion tokens of (policy prompt -> workflow) pairs: workflows drawn
+    from the run's operator table (sft.data: grammar, stratified so no workflow dominates) or
+    your JSONL of {"question", "workflow"} objects (sft.data: jsonl:PATH). Held-out validity is
+    measured by sampling validation problems at the rollout temperature; training stops at
+    sft.target_validity (default 0.45: a partly trained start). The adapter has the config's
+    LoRA shape: start training from it with --set model.init_adapter=OUT.
+
+    \b
+    Example:
+      flowgrpo sft --config configs/known-optimum.yaml --out runs/format-sft/adapter
+    """
+    sft_command(config_path, overrides, out, json_out)
 
 
 @main.command("diagnose")

@@ -1,7 +1,7 @@
 """Starting the policy from a saved LoRA adapter (``model.init_adapter``) instead of a fresh one.
 
 A fresh adapter (B = 0) starts exactly at the base model; a saved one (e.g. the format-trained
-start written by ``scripts/format_sft.py``) starts wherever its training left it. Its shape must
+start written by ``flowgrpo sft``) starts wherever its training left it. Its shape must
 be the one the config asks for (``lora.r``, ``lora.alpha``, ``lora.target_modules``): otherwise
 the run would silently train another adapter than the config says, so it is an error naming
 both. ``lora.dropout`` is the config's (it only matters while training).
@@ -19,7 +19,7 @@ from flowgrpo.trainer.loop.policy import count_parameters
 
 logger = logging.getLogger(__name__)
 
-HOW_TO_MAKE = "produce one with: python scripts/format_sft.py --out runs/format-sft/adapter"
+HOW_TO_MAKE = "produce one with: flowgrpo sft --config CONFIG --out runs/format-sft/adapter"
 
 
 def adapter_dir(path: str | Path) -> Path:

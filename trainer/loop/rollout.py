@@ -168,10 +168,8 @@ def generate_rollout(
         with torch.no_grad(), merged_adapter(model, merge):
             ids = enc["input_ids"].to(device).repeat_interleave(group_size, dim=0)
             mask = enc["attention_mask"].to(device).repeat_interleave(group_size, dim=0)
-            grammar = _grammar_mask(
-                constrained, model, tokenizer, problems, ids, prompt, limits, temperature
-            )
-            sampling, extra = _masked_sampling(sampling, grammar, top_p)
+            grammar = _grammar_mask(constrained, model, tokenizer, problems, ids, prompt, limits)
+            sampling, extra = _masked_sampling(sampling, grammar, top_p, temperature)
             if prefill_once:
                 extra["past_key_values"] = prefill_prompts(model, prompt_ids, group_size)
             out = model.generate(
@@ -190,18 +188,20 @@ def generate_rollout(
     return rollout
 
 
-def _masked_sampling(sampling: dict, grammar: GrammarMask | None, top_p: float):
+def _masked_sampling(sampling: dict, grammar: GrammarMask | None, top_p: float, temperature):
     """(generate's sampling arguments, its logits processors): the mask runs before top-p
     (``generate`` would run a custom processor after its own top-p), so top-p truncates the
-    constrained distribution and can never leave no token."""
+    constrained distribution and can never leave no token. The mask measures the mass it
+    removes at the sampling ``temperature`` (greedy: the raw logits)."""
     if grammar is None:
         return sampling, {}
+    grammar.temperature = temperature if temperature > 0 else 1.0
     if sampling.get("do_sample") and top_p < 1:
         return {**sampling, "top_p": 1.0}, {"logits_processor": [grammar, TopPLogitsWarper(top_p)]}
     return sampling, {"logits_processor": [grammar]}
 
 
-def _grammar_mask(constrained, model, tokenizer, problems, ids_NP, prompt, limits, temperature):
+def _grammar_mask(constrained, model, tokenizer, problems, ids_NP, prompt, limits):
     """The mask processor of one ``generate`` call, one matcher per row of the left-padded
     prompts ``ids_NP`` (K consecutive rows per problem); None when ``constrained`` is off."""
     if constrained not in CONSTRAINED_MODES:
@@ -214,7 +214,7 @@ def _grammar_mask(constrained, model, tokenizer, problems, ids_NP, prompt, limit
     k = ids_NP.shape[0] // len(problems)
     domains = [p.domain for p in problems for _ in range(k)]
     matchers = make_matchers(ll_tokenizer, domains, prompt.operators, limits)
-    return GrammarMask(matchers, ids_NP.shape[1], vocab, temperature)
+    return GrammarMask(matchers, ids_NP.shape[1], vocab)
 
 
 def _left_padded(tokenizer, texts: list[str]):

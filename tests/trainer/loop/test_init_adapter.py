@@ -59,5 +59,5 @@ def test_a_shape_mismatch_names_both_shapes_and_the_fix(tmp_path):
 
 def test_a_missing_adapter_says_how_to_make_one(tmp_path):
     cfg = load_config(CONFIG, (f"model.init_adapter={tmp_path / 'nothing'}",))
-    with pytest.raises(FileNotFoundError, match=r"scripts/format_sft\.py"):
+    with pytest.raises(FileNotFoundError, match=r"flowgrpo sft --config CONFIG"):
         setup.policy(cfg)

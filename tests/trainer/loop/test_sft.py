@@ -1,0 +1,126 @@
+"""Format SFT (``flowgrpo sft``, trainer/loop/sft.py): its targets, its loss, your pairs, and a
+run whose adapter a known-optimum run starts from (``model.init_adapter``)."""
+
+import json
+import random
+from collections import Counter
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from flowgrpo.configuration import ConfigError
+from flowgrpo.dsl import validate
+from flowgrpo.dsl.generate import sft_tails, stratified_workflow
+from flowgrpo.dsl.operators import default_table
+from flowgrpo.operators.interpreter import Limits
+from flowgrpo.operators.models import build_tiny_model
+from flowgrpo.operators.simulation import analyze, best_workflow
+from flowgrpo.trainer.cli.app import main
+from flowgrpo.trainer.config import load_config
+from flowgrpo.trainer.loop import setup
+from flowgrpo.trainer.loop.prompt import PolicyPrompt
+from flowgrpo.trainer.loop.sft import jsonl_pairs, sft_loss
+
+SMOKE = (
+    "rollout.max_new_tokens=120",
+    "sft.examples=12",
+    "sft.batch_size=4",
+    "sft.max_steps=3",
+    "sft.eval_every=3",
+    "sft.eval_from=0",
+    "sft.eval_problems=2",
+    "sft.eval_k=2",
+)  # fmt: skip  (the tiny tokenizer is character-level: workflows need ~100 tokens)
+
+
+def test_the_tails_of_the_aflow_table_on_math():
+    assert sft_tails(default_table(), "math") == (
+        "Review ? Revise : done", "(Review ? Revise : done) * 2", "(Review ? Revise : done) * 3",
+        "Review ? Programmer : done", "Review ? AnswerGenerate : done", "Review ? Custom : done",
+        "Revise", "Format",
+    )  # fmt: skip
+
+
+def test_targets_are_varied_valid_and_do_not_prefer_the_best_workflow():
+    rng = random.Random(0)
+    draws = [stratified_workflow(rng, default_table(), "math") for _ in range(2000)]
+    assert all(validate(w, domain="math").ok for w in draws)
+    assert not any("Format ->" in w for w in draws), "Format only ends a workflow"
+    counts = Counter(draws)
+    assert len(counts) > 300, "spread over many workflows"
+    assert counts.most_common(1)[0][1] / len(draws) < 0.1, "no workflow dominates"
+    limits, mix = Limits(max_llm_calls=12), {"easy": 1, "medium": 1, "hard": 1}
+    for level in ("easy", "medium", "hard"):
+        assert counts[best_workflow(None, level, limits=limits).workflow] / len(draws) < 0.01
+    mean = sum(analyze(w, None, mix, limits).accuracy for w in draws[:200]) / 200
+    assert best_workflow(None, mix, limits=limits).stats.accuracy - mean > 0.05, "room to learn"
+
+
+def test_code_and_user_operators_are_drawn_for_their_domain():
+    table = default_table().extend({"name": "Sketch", "role": "generator", "domains": ["qa"]})
+    rng = random.Random(1)
+    qa = [stratified_workflow(rng, table, "qa") for _ in range(300)]
+    assert all(validate(w, domain="qa", operators=table).ok for w in qa)
+    assert any("Sketch" in w for w in qa) and not any("Programmer" in w for w in qa)
+    code = [stratified_workflow(rng, table, "code") for _ in range(100)]
+    assert all(validate(w, domain="code").ok for w in code) and any("Test" in w for w in code)
+
+
+def test_the_loss_is_cross_entropy_on_the_completion_tokens_only():
+    model, _ = build_tiny_model(seed=0)
+    batch = [([5, 6, 7, 8], [9, 10, 2]), ([5, 6], [11, 2])]
+    loss = sft_loss(model, batch, pad_id=0)
+    logp, n = 0.0, 0
+    with torch.no_grad():
+        for prompt, completion in batch:
+            logits = model(input_ids=torch.tensor([prompt + completion])).logits[0]
+            for j, token in enumerate(completion):
+                logp += float(torch.log_softmax(logits[len(prompt) + j - 1], -1)[token])
+                n += 1
+    assert float(loss) == pytest.approx(-logp / n, rel=1e-5)
+
+
+def test_your_pairs_are_read_and_a_bad_line_is_named(tmp_path):
+    good = tmp_path / "pairs.jsonl"
+    good.write_text(json.dumps({"question": "2+2?", "workflow": "Custom->Format"}) + "\n\n"
+                    + json.dumps({"question": "Capital?", "workflow": "AnswerGenerate",
+                                  "domain": "qa"}) + "\n")  # fmt: skip
+    problems, workflows = jsonl_pairs(str(good), PolicyPrompt())
+    assert workflows == ["Custom -> Format", "AnswerGenerate"]
+    assert [p.domain for p in problems] == ["math", "qa"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "q", "workflow": "Revise -> Custom"}) + "\n")
+    with pytest.raises(ConfigError, match=r"line 1: workflow 'Revise -> Custom' is not valid"):
+        jsonl_pairs(str(bad), PolicyPrompt())
+    with pytest.raises(ConfigError, match="does not exist"):
+        jsonl_pairs(str(tmp_path / "none.jsonl"), PolicyPrompt())
+
+
+def test_bad_sft_settings_name_the_field():
+    with pytest.raises(ConfigError, match=r"sft\.data"):
+        load_config(None, ("sft.data=csv:x",))
+    with pytest.raises(ConfigError, match=r"sft\.target_validity"):
+        load_config(None, ("sft.target_validity=1.5",))
+
+
+@pytest.mark.slow
+def test_flowgrpo_sft_saves_an_adapter_a_known_optimum_run_starts_from(tmp_path):
+    out, summary = tmp_path / "adapter", tmp_path / "summary.json"
+    args = ["sft", "--config", "configs/tiny-known-optimum.yaml", "--out", str(out),
+            "--json", str(summary)]  # fmt: skip
+    for assignment in SMOKE:
+        args += ["--set", assignment]
+    done = CliRunner().invoke(main, args)
+    assert done.exit_code == 0, done.output
+    assert "format SFT of tiny-random: validity" in done.output
+    result = json.loads(summary.read_text())
+    assert 0 <= result["validity"] <= 1 and result["steps"] == 3 and result["examples"] > 0
+    saved = load_config(out / "config.yaml")  # flowgrpo eval --adapter OUT reads it
+    assert saved.model.name_or_path == "tiny-random" and saved.model.init_adapter is None
+    cfg = load_config("configs/tiny-known-optimum.yaml", (f"model.init_adapter={out}",))
+    model, _ = setup.policy(cfg)  # the shapes match the config it trained with
+    b = [p for n, p in model.named_parameters() if "lora_B" in n]
+    assert any(float(p.detach().abs().sum()) > 0 for p in b), "the SFT moved the adapter"
+    again = CliRunner().invoke(main, args)  # the folder now holds an adapter: refused
+    assert again.exit_code == 2 and "not empty" in again.output

@@ -1,0 +1,211 @@
+"""Format SFT (``flowgrpo sft``, the ``sft`` config section): teach a fresh LoRA adapter the
+workflow DSL by plain cross-entropy on (policy prompt -> workflow) pairs, stopping at a target
+validity measured by sampling held-out problems at the rollout temperature, as the reward
+validates them. The adapter is what ``model.init_adapter`` starts RL from.
+
+Pairs come from the run's operator table (``sft.data: grammar``: one stratified draw per
+training problem, :func:`flowgrpo.dsl.generate.stratified_workflow`) or from the user's JSONL of
+``{"question", "workflow"[, "domain"]}`` objects. The loss is the mean cross-entropy over the
+completion tokens (workflow + end token), prompt tokens masked, as TRL's SFTTrainer with
+``completion_only_loss``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from flowgrpo.configuration import ConfigError
+from flowgrpo.dsl import validate
+from flowgrpo.dsl.generate import stratified_workflow
+from flowgrpo.operators.tasks import Problem, load_task
+from flowgrpo.rewards import prepare_samples
+from flowgrpo.trainer.loop.prompt import PolicyPrompt
+from flowgrpo.trainer.loop.rollout import generate_rollout
+
+logger = logging.getLogger(__name__)
+
+Pair = tuple[list[int], list[int]]  # (prompt ids, completion ids ending in the end token)
+
+
+@dataclass
+class SFTResult:
+    """What a format SFT did: steps, pairs, the last held-out check and every check."""
+
+    steps: int
+    examples: int
+    final: dict
+    history: list[dict] = field(default_factory=list)
+
+
+def grammar_pairs(cfg, prompt: PolicyPrompt) -> tuple[list[Problem], list[str]]:
+    """``sft.examples`` training problems, each with one stratified workflow of its domain."""
+    s, table = cfg.sft, prompt.operators
+    problems = load_task(cfg.rollout.task, n=s.examples, seed=cfg.rollout.seed, split="train")
+    rng = random.Random(s.seed)
+    if table is None:
+        from flowgrpo.dsl.operators import default_table
+
+        table = default_table()
+    return problems, [stratified_workflow(rng, table, p.domain) for p in problems]
+
+
+def jsonl_pairs(path: str, prompt: PolicyPrompt) -> tuple[list[Problem], list[str]]:
+    """The user's pairs; a bad line is a ``ConfigError`` naming it and what to fix."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"sft.data: {path} does not exist; give jsonl:PATH of a JSONL file")
+    problems, workflows = [], []
+    for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"sft.data: {path}: line {n}"
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise ConfigError(f"{where} is not valid JSON ({exc})") from None
+        if not isinstance(row, dict) or not {"question", "workflow"} <= set(row):
+            raise ConfigError(f"{where}: write one object with 'question' and 'workflow'")
+        domain = row.get("domain", "math")
+        report = validate(row["workflow"], domain=domain, operators=prompt.operators)
+        if not report.ok:
+            raise ConfigError(f"{where}: workflow {row['workflow']!r} is not valid for "
+                              f"{domain}: {report.errors[0].message}")  # fmt: skip
+        problems.append(Problem(f"sft-{n}", domain, str(row["question"]), ""))
+        workflows.append(report.canonical)
+    if not problems:
+        raise ConfigError(f"sft.data: {path} holds no pairs")
+    return problems, workflows
+
+
+def build_pairs(tokenizer, prompt, problems, workflows, max_new_tokens: int) -> list[Pair]:
+    """Token pairs; completions longer than the rollout's budget are dropped (the policy could
+    never finish them)."""
+    eos, pairs = tokenizer.eos_token_id, []
+    for problem, workflow in zip(problems, workflows, strict=True):
+        ids = tokenizer(prompt.render(problem, tokenizer), add_special_tokens=False)["input_ids"]
+        completion = tokenizer(workflow, add_special_tokens=False)["input_ids"] + [eos]
+        if len(completion) <= max_new_tokens:
+            pairs.append((ids, completion))
+    return pairs
+
+
+def sft_loss(model, batch: list[Pair], pad_id: int) -> torch.Tensor:
+    """Mean cross-entropy over the completion tokens of ``batch`` (prompt tokens masked)."""
+    width = max(len(p) + len(c) for p, c in batch)
+    ids_BT = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    labels_BT = torch.full((len(batch), width), -100, dtype=torch.long)
+    mask_BT = torch.zeros((len(batch), width), dtype=torch.long)
+    for i, (prompt, completion) in enumerate(batch):
+        row = prompt + completion
+        ids_BT[i, : len(row)] = torch.tensor(row)
+        labels_BT[i, len(prompt) : len(row)] = torch.tensor(completion)
+        mask_BT[i, : len(row)] = 1
+    device = next(model.parameters()).device
+    out = model(
+        input_ids=ids_BT.to(device), attention_mask=mask_BT.to(device), labels=labels_BT.to(device)
+    )
+    return out.loss
+
+
+def measure_validity(model, tokenizer, cfg, prompt: PolicyPrompt, problems) -> dict:
+    """Validity and fallback rates of ``sft.eval_k`` samples per held-out problem at the
+    rollout temperature, validated exactly as the reward does."""
+    r, k, samples = cfg.rollout, cfg.sft.eval_k, []
+    for i in range(0, len(problems), 4):
+        chunk = problems[i : i + 4]
+        rollout = generate_rollout(
+            model, tokenizer, chunk, k, r.temperature, 1.0, r.max_new_tokens, prompt=prompt
+        )
+        samples += prepare_samples(chunk, rollout.texts, k, execute=False,
+                                   operators=prompt.operators)  # fmt: skip
+    valid = [s.canonical for s in samples if s.valid]
+    return {
+        "validity": len(valid) / len(samples),
+        "fallback": sum(s.fallback for s in samples) / len(samples),
+        "distinct_valid": len(set(valid)),
+        "samples": len(samples),
+        "top_valid": Counter(valid).most_common(3),
+    }
+
+
+def train_sft(
+    model, tokenizer, cfg, prompt: PolicyPrompt, pairs: list[Pair], held_out,
+    on_step: Callable[[dict], None] | None = None,
+) -> SFTResult:  # fmt: skip
+    """AdamW steps over shuffled epochs of ``pairs`` until held-out validity reaches
+    ``sft.target_validity`` or ``sft.max_steps``; ``on_step`` gets each step's line."""
+    s = cfg.sft
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=s.lr)
+    rng, order = random.Random(s.seed), []
+    measured = measure_validity(model, tokenizer, cfg, prompt, held_out)
+    history, step = [{"step": 0, **measured}], 0
+    (on_step or (lambda line: None))(history[0])
+    while step < s.max_steps and not _reached(measured, s.target_validity):
+        step += 1
+        if len(order) < s.batch_size:
+            order += rng.sample(range(len(pairs)), len(pairs))
+        model.train()
+        loss = sft_loss(model, [pairs[order.pop()] for _ in range(s.batch_size)],
+                        tokenizer.pad_token_id)  # fmt: skip
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        line = {"step": step, "loss": loss.item()}
+        if (step >= s.eval_from and step % s.eval_every == 0) or step == s.max_steps:
+            measured = measure_validity(model, tokenizer, cfg, prompt, held_out)
+            line.update(measured)
+            history.append(line)
+        if on_step is not None:
+            on_step(line)
+    return SFTResult(step, len(pairs), measured, history)
+
+
+def _reached(measured: dict, target: float | None) -> bool:
+    return target is not None and measured["validity"] >= target
+
+
+def run_sft(cfg, out: str | Path, on_step: Callable[[dict], None] | None = None) -> dict:
+    """Format SFT of ``cfg`` (its model, lora, task, prompt, sampling and ``sft`` section) from
+    a fresh adapter; saves the adapter and the config (``model.init_adapter`` null) in ``out``
+    and returns the summary. Problems and pairs are checked before the model loads."""
+    import dataclasses  # the adapter starts fresh: init_adapter is what this run produces
+
+    from flowgrpo.trainer.config import save_config
+    from flowgrpo.trainer.loop import setup
+    from flowgrpo.trainer.loop.environment import build_environment
+
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, init_adapter=None))
+    prompt = build_environment(cfg, with_executor=False, with_problems=False).prompt
+    data = cfg.sft.data
+    problems, workflows = (
+        grammar_pairs(cfg, prompt) if data == "grammar" else jsonl_pairs(data[6:], prompt)
+    )
+    held_out = load_task(cfg.rollout.task, n=cfg.sft.eval_problems, seed=cfg.rollout.seed,
+                         split="validation")  # fmt: skip
+    torch.manual_seed(cfg.sft.seed)
+    model, tokenizer = setup.policy(cfg)  # a fresh LoRA adapter of the run's shape
+    pairs = build_pairs(tokenizer, prompt, problems, workflows, cfg.rollout.max_new_tokens)
+    if not pairs:
+        raise ConfigError(f"sft.data: no workflow fits rollout.max_new_tokens="
+                          f"{cfg.rollout.max_new_tokens}; raise it")  # fmt: skip
+    result = train_sft(model, tokenizer, cfg, prompt, pairs, held_out, on_step)
+    path = Path(out)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(path))
+    save_config(cfg, path / "config.yaml")  # `flowgrpo eval --adapter OUT` reads it
+    return {
+        "model": cfg.model.name_or_path, "adapter": str(path), "examples": result.examples,
+        "distinct_targets": len(set(workflows)), "steps": result.steps,
+        "validity": result.final["validity"], "fallback": result.final["fallback"],
+        "distinct_valid": result.final["distinct_valid"], "eval_samples": result.final["samples"],
+        "temperature": cfg.rollout.temperature, "top_valid": result.final["top_valid"],
+        "history": result.history,
+    }  # fmt: skip
