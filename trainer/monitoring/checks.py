@@ -74,14 +74,18 @@ def check_entropy_low(history: Sequence[Mapping], config: HealthConfig) -> Alert
 
 
 def _zero_std(line: Mapping) -> bool:
+    """Every group of the step's first rollout tied AND dynamic sampling found no informative
+    group to train on (``kept_groups`` 0 or not logged): the step had no gradient signal. A
+    step whose resampled groups were trained is learning, not deadlocked."""
     value = _num(line, "frac_reward_zero_std")
-    return value is not None and value >= 1 - 1e-9
+    kept = _num(line, "kept_groups")
+    return value is not None and value >= 1 - 1e-9 and not kept
 
 
 @register_check(
     "deadlock",
     keys=("frac_reward_zero_std",),
-    summary="frac_reward_zero_std = 1 for deadlock_steps steps",
+    summary="frac_reward_zero_std = 1 and no resampled group kept, for deadlock_steps steps",
 )
 def check_deadlock(history: Sequence[Mapping], config: HealthConfig) -> Alert | None:
     """Every group had equal rewards for N steps: every advantage is 0, no gradient at all."""
@@ -92,8 +96,9 @@ def check_deadlock(history: Sequence[Mapping], config: HealthConfig) -> Alert | 
     return Alert(
         "deadlock",
         _step(history),
-        f"frac_reward_zero_std = 1 for {n}+ consecutive steps (since step {since}): every group "
-        "got equal rewards, so every advantage is 0 and there is no gradient",
+        f"frac_reward_zero_std = 1 for {n}+ consecutive steps (since step {since}) and dynamic "
+        "sampling kept no group: every group got equal rewards, so every advantage is 0 and "
+        "there is no gradient",
         {"frac_reward_zero_std": 1.0, "steps": n, "since_step": since},
         "turn on dynamic sampling (resample or skip zero-variance groups); mix tasks or "
         "difficulties in the prompts; raise the group size K or the sampling temperature",

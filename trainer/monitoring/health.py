@@ -11,7 +11,7 @@ Checks (see DESIGN.md, "Why it exists"):
 
 =====================  ==========================================================================
 ``entropy_low``        entropy < ``entropy_min``
-``deadlock``           ``frac_reward_zero_std`` = 1 for ``deadlock_steps`` consecutive steps
+``deadlock``           ``frac_reward_zero_std`` = 1, no group kept, for ``deadlock_steps`` steps
 ``frozen_length``      completion length: same mean, min = max, for ``frozen_length_steps``
 ``zero_grad``          loss = 0 and grad_norm = 0 for ``zero_grad_steps`` consecutive steps
 ``step_time_collapse`` step_time < ratio × median of the previous steps (after a warm-up)

@@ -85,6 +85,16 @@ def test_deadlock_fires_on_the_nth_consecutive_zero_std_step_and_keeps_firing():
     assert alert.values["since_step"] == 5 and "dynamic sampling" in alert.advice
 
 
+def test_a_tied_first_rollout_whose_resampled_groups_trained_is_no_deadlock():
+    # dynamic sampling found informative groups at steps 6 and 9: those steps had a gradient
+    tied = {s: 1.0 for s in range(4, 11)}
+    kept = {s: 0 for s in range(4, 11)} | {6: 1, 9: 2}
+    lines = history(10, frac_reward_zero_std=tied, kept_groups=kept)
+    assert fired(lines, "deadlock") == []
+    lines = history(10, frac_reward_zero_std=tied, kept_groups={s: 0 for s in range(4, 11)})
+    assert fired(lines, "deadlock") == [6, 7, 8, 9, 10]
+
+
 def test_an_interrupted_zero_std_streak_is_no_deadlock():
     lines = history(8, frac_reward_zero_std={3: 1.0, 4: 1.0, 5: 0.9, 6: 1.0, 7: 1.0})
     assert fired(lines, "deadlock") == []
