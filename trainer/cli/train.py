@@ -66,17 +66,22 @@ def train_command(
     check_environment(cfg)  # problems, prompt, plugins, executor server: before the model loads
     # heavy: torch (the loop and the metrics of its tensors); `flowgrpo validate` starts without it
     from flowgrpo.trainer.loop.checkpoint import CheckpointError
+    from flowgrpo.trainer.loop.interrupt import AbortOnSignal, RunAbandoned
     from flowgrpo.trainer.loop.trainer import Trainer
     from flowgrpo.trainer.monitoring.metrics import console_line
 
     status(f"run directory: {cfg.logging.output_dir}")
     status(f"loading model {cfg.model.name_or_path!r} ...")
     try:
-        trainer = Trainer(cfg, resume=resume, overwrite=overwrite)
+        with AbortOnSignal():  # SIGTERM while the model loads: a message, not a silent exit
+            trainer = Trainer(cfg, resume=resume, overwrite=overwrite)
     except (ValueError, FileNotFoundError, OSError, ImportError) as exc:
         fail(str(exc))
-    except KeyboardInterrupt:
-        fail("interrupted (Ctrl-C) while setting up: nothing trained or saved", 130)
+    except (KeyboardInterrupt, RunAbandoned) as exc:
+        code = exc.exit_code if isinstance(exc, RunAbandoned) else 130
+        name = "SIGTERM" if code == 143 else "SIGINT (Ctrl-C)"
+        fail(f"stopped by {name} while setting up (loading the model): nothing trained or "
+             "saved", code)  # fmt: skip
     bar = progress(total=cfg.optim.max_steps, initial=trainer.step, desc="train", unit="step")
 
     def on_step(metrics: dict) -> None:

@@ -89,3 +89,28 @@ class StopOnSignal:
         name = signal.Signals(self.received).name
         code = EXIT_CODES.get(self.received, 128 + self.received)
         return f"interrupted by {name} after step {step} of {max_steps}", code
+
+
+class AbortOnSignal:
+    """Context manager for setup (loading the model, building the run): SIGINT/SIGTERM raise
+    :class:`RunAbandoned` at once, since there is no step to finish and nothing to save yet
+    (without it SIGTERM would end the process silently). Main thread only, as above."""
+
+    def __init__(self, signals: tuple[int, ...] = tuple(EXIT_CODES)) -> None:
+        self.signals = signals
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> AbortOnSignal:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.signals:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    @staticmethod
+    def _handle(signum: int, _frame: FrameType | None) -> None:
+        raise RunAbandoned(signum)

@@ -159,3 +159,40 @@ def test_a_second_signal_abandons_the_step_and_keeps_the_last_checkpoint(slow_ru
     assert f"checkpoint-{done}" in [p.name for p in run.run_dir.glob("checkpoint-*")]
     assert not (run.run_dir / f"checkpoint-{done + 1}").exists()
     resume(output, run.run_dir)
+
+
+SLOW_LOAD = """
+import sys, time
+from flowgrpo.operators import models
+from flowgrpo.trainer.cli.app import main
+
+load = models.load_model
+def slow_load(*args, **kwargs):
+    open(sys.argv[1], "a").write("loading\\n")
+    time.sleep(60)
+    return load(*args, **kwargs)
+
+models.load_model = slow_load
+main(sys.argv[2:], prog_name="flowgrpo")
+"""
+
+
+@pytest.mark.parametrize(("signum", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"),
+                                                      (signal.SIGINT, 130, "SIGINT")])  # fmt: skip
+def test_a_signal_while_the_model_loads_is_a_message_and_its_exit_code(tmp_path, signum, code,
+                                                                         name):  # fmt: skip
+    marker, run_dir = tmp_path / "loading.txt", tmp_path / "run"
+    cmd = [sys.executable, "-c", SLOW_LOAD, str(marker), "train", "--config", "configs/tiny.yaml",
+           "--output-dir", str(run_dir)]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not lines_of(marker) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert lines_of(marker), "the model never started loading"
+    proc.send_signal(signum)
+    output, _ = proc.communicate(timeout=STOP_TIMEOUT_S)
+    assert proc.returncode == code, output
+    assert f"stopped by {name}" in output and "while setting up" in output
+    assert "Traceback" not in output
+    assert not list(run_dir.glob("checkpoint-*"))
