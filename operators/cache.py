@@ -55,9 +55,14 @@ class ExecutionCache:
         k = self._key(key)
         self._data[k] = result
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps({"key": k, "result": result.to_dict()}) + "\n")
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps({"key": k, "result": result.to_dict()}) + "\n")
+            except OSError as exc:  # a full disk: keep caching in memory, stop appending
+                logger.warning("execution cache: cannot append to %s (%s); results are kept "
+                               "in memory only from now on", self.path, exc)  # fmt: skip
+                self.path = None
 
     @property
     def hit_rate(self) -> float:

@@ -68,7 +68,7 @@ def train_command(
     from flowgrpo.trainer.loop.checkpoint import CheckpointError
     from flowgrpo.trainer.loop.interrupt import AbortOnSignal, RunAbandoned
     from flowgrpo.trainer.loop.trainer import Trainer
-    from flowgrpo.trainer.monitoring.metrics import console_line
+    from flowgrpo.trainer.monitoring.metrics import RunFileError, console_line
 
     status(f"run directory: {cfg.logging.output_dir}")
     status(f"loading model {cfg.model.name_or_path!r} ...")
@@ -93,7 +93,7 @@ def train_command(
     resume_cmd = resume_command(config_path, overrides, max_steps, trainer.run_dir)
     try:
         result = trainer.train()
-    except CheckpointError as exc:  # disk full, read-only: the message names the checkpoint
+    except (CheckpointError, RunFileError) as exc:  # disk full: the message names the file
         bar.close()
         fail(f"{exc}\nresume with: {resume_cmd}", 1)
     bar.close()

@@ -237,20 +237,43 @@ class MetricsWriter:
         self.trackers = trackers  # .log(metrics) each step, .close() at the end; or None
 
     def write(self, metrics: dict, samples: list[dict]) -> None:
+        """Append one step; :class:`RunFileError` naming the file when it cannot be written
+        (a full disk): checkpoints are written separately, so the last one stays intact."""
         clean = {k: _finite(v) for k, v in metrics.items()}
-        self.metrics.write(json.dumps(clean) + "\n")
-        self.metrics.flush()
-        for row in samples:
-            self.samples.write(json.dumps(row, default=str) + "\n")
-        self.samples.flush()
+        try:
+            self.metrics.write(json.dumps(clean) + "\n")
+            self.metrics.flush()
+        except OSError as exc:
+            raise RunFileError(self.run_dir / "metrics.jsonl", exc) from None
+        try:
+            for row in samples:
+                self.samples.write(json.dumps(row, default=str) + "\n")
+            self.samples.flush()
+        except OSError as exc:
+            raise RunFileError(self.run_dir / "samples.jsonl", exc) from None
         if self.trackers is not None:
             self.trackers.log(metrics)
 
     def close(self) -> None:
-        self.metrics.close()
-        self.samples.close()
+        for handle in (self.metrics, self.samples):
+            try:
+                handle.close()
+            except OSError:  # a full disk: the buffered tail is lost, the run resumes anyway
+                logger.warning("could not flush %s on close", handle.name)
         if self.trackers is not None:
             self.trackers.close()
+
+
+class RunFileError(OSError):
+    """A run file (metrics.jsonl, samples.jsonl) could not be written; ``path`` names it."""
+
+    def __init__(self, path: Path, cause: OSError) -> None:
+        super().__init__(
+            f"could not write {path}: {type(cause).__name__}: {cause}. The checkpoints are "
+            "written separately and the last one is intact; free space, then resume with "
+            "--resume (the lines written after that checkpoint are dropped)"
+        )
+        self.path = path
 
 
 def truncate_jsonl(path: Path, max_step: int) -> None:

@@ -153,3 +153,59 @@ def test_a_really_full_disk_keeps_the_previous_checkpoint(tiny_disk, monkeypatch
     assert "No space left on device" in str(info.value) or "write" in str(info.value)
     (tiny_disk / "filler").unlink()
     assert_previous_checkpoint_loads(run_dir, monkeypatch, 1)
+
+
+def test_a_metrics_line_that_cannot_be_written_names_the_file_and_the_run_resumes(
+    tmp_path, monkeypatch
+):
+    from flowgrpo.trainer.monitoring.metrics import RunFileError
+
+    run_dir = tmp_path / "run"
+    trainer = trainer_for(run_dir, monkeypatch)
+    handle, writes = trainer.writer.metrics, []
+
+    class Full:  # the metrics file refuses the line of step 2
+        name = handle.name
+
+        def write(self, text):
+            writes.append(text)
+            if len(writes) == 2:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return handle.write(text)
+
+        def flush(self):
+            handle.flush()
+
+        def close(self):
+            handle.close()
+
+    trainer.writer.metrics = Full()
+    with pytest.raises(RunFileError) as info:
+        trainer.train()
+    message = str(info.value)
+    assert str(run_dir / "metrics.jsonl") in message and "No space left on device" in message
+    assert "--resume" in message and info.value.path == run_dir / "metrics.jsonl"
+    assert_previous_checkpoint_loads(run_dir, monkeypatch, 1)
+
+
+def test_a_really_full_disk_while_writing_the_metrics_keeps_the_run_resumable(
+    tiny_disk, monkeypatch
+):
+    from flowgrpo.trainer.monitoring.metrics import RunFileError
+
+    run_dir = tiny_disk / "run"
+    trainer = trainer_for(run_dir, monkeypatch)
+    rollout, calls = step_mod.generate_rollout, []
+
+    def filling(*args, **kwargs):  # the disk fills up while step 2 samples
+        calls.append(1)
+        if len(calls) == 2:
+            fill(tiny_disk)
+        return rollout(*args, **kwargs)
+
+    monkeypatch.setattr(step_mod, "generate_rollout", filling)
+    with pytest.raises(RunFileError) as info:
+        trainer.train()
+    assert str(run_dir) in str(info.value) and "--resume" in str(info.value)
+    (tiny_disk / "filler").unlink()
+    assert_previous_checkpoint_loads(run_dir, monkeypatch, 1)
