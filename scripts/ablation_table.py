@@ -57,9 +57,28 @@ def ended_in_alert(run: dict, steps: int) -> bool:
     return any(s is not None and s > steps - END_WINDOW for s in fired)
 
 
+def replayed_deadlocks(run: dict) -> list[int] | None:
+    """The deadlock steps under the CURRENT rule, replayed on the run's metrics.jsonl (beside
+    its checkpoint) when it is still on disk, so rows trained under an older rule compare; None
+    when the file is gone (the stored steps are used)."""
+    from flowgrpo.trainer.monitoring.health import HealthConfig, get_check
+
+    path = Path(run.get("checkpoint") or "").parent / "metrics.jsonl"
+    if not path.is_file():
+        return None
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    check, config = get_check("deadlock"), HealthConfig()
+    return [lines[i]["step"] for i in range(len(lines)) if check(lines[: i + 1], config)]
+
+
+def with_current_deadlocks(run: dict) -> dict:
+    steps = replayed_deadlocks(run)
+    return run if steps is None else {**run, "alerts": {**run["alerts"], "deadlock": steps}}
+
+
 def world_stats(world: dict) -> dict:
     """The numbers of one world's runs (see the module docstring)."""
-    start, runs = world["start"], world["runs"]
+    start, runs = world["start"], [with_current_deadlocks(r) for r in world["runs"]]
     trained = [r["eval"]["sim/valid_regret"] for r in runs]
     s0 = start["sim/valid_regret"]
     reduction = mean_interval([s0 - t for t in trained])

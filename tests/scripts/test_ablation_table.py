@@ -69,3 +69,16 @@ def test_a_file_that_is_not_a_study_is_one_line(tmp_path):
     path.write_text("{}")
     with pytest.raises(SystemExit, match="no 'worlds' key"):
         ablation.main([str(path)])
+
+
+def test_deadlocks_are_replayed_under_the_current_rule_when_the_run_is_on_disk(tmp_path):
+    run_dir = tmp_path / "seed0"
+    (run_dir / "checkpoint-5").mkdir(parents=True)
+    lines = [{"step": s, "frac_reward_zero_std": 1.0, "kept_groups": 0} for s in range(1, 6)]
+    lines[3]["kept_groups"] = 1  # step 4 trained resampled groups: not a deadlock step
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    run = _run(0.1, True, 0.2, {"deadlock": [3, 4, 5]}, steps=5)
+    run["checkpoint"] = str(run_dir / "checkpoint-5")
+    assert ablation.replayed_deadlocks(run) == [3]  # steps 1-3 tied; 4 broke the streak
+    run["checkpoint"] = str(tmp_path / "gone" / "checkpoint-5")
+    assert ablation.replayed_deadlocks(run) is None
