@@ -18,20 +18,36 @@ MATH = Problem("a", "math", "What is 2 + 2?", "4")
 CODE = Problem("b", "code", "Write add(a, b).", "")
 
 
-def test_every_finished_constrained_sample_parses_and_validates():
-    model, tok = build_tiny_model(seed=1)
-    torch.manual_seed(0)
-    r = generate_rollout(model, tok, [MATH, CODE], 100, 1.0, 1.0, 48, constrained="grammar")
+def _check_every_finished_sample(r, k: int, min_finished: int) -> None:
     errors = Counter()
     for i, text in enumerate(r.texts):
         if not r.truncated_N[i]:
-            report = validate(text, domain=r.problems[i // 100].domain)
+            report = validate(text, domain=r.problems[i // k].domain)
             errors.update(e.code for e in report.errors)
     finished = int((~r.truncated_N).sum())
-    assert finished >= 60, f"only {finished} of 200 samples ended within 48 tokens"
+    assert finished >= min_finished, f"only {finished} of {len(r.texts)} samples ended in budget"
     # the call budget is the one rule the grammar does not encode (docs/CONSTRAINED.md)
     assert set(errors) <= {"too_many_calls"}, errors
     assert errors["too_many_calls"] <= 0.05 * finished
+
+
+def test_every_finished_constrained_sample_parses_and_validates():
+    model, tok = build_tiny_model(seed=1)
+    torch.manual_seed(0)
+    r = generate_rollout(model, tok, [MATH, CODE], 250, 1.0, 1.0, 48, constrained="grammar")
+    _check_every_finished_sample(r, 250, 150)  # 500 samples
+
+
+@pytest.mark.slow
+def test_every_finished_constrained_sample_of_smollm2_validates():
+    from flowgrpo.operators.models import load_model
+
+    model, tok = load_model("default")
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    torch.manual_seed(0)
+    r = generate_rollout(model, tok, [MATH, CODE], 250, 0.8, 1.0, 48, constrained="grammar")
+    _check_every_finished_sample(r, 250, 450)  # 500 samples; SmolLM2 ends almost all of them
 
 
 def _scores_of_generate(model, monkeypatch):
