@@ -34,6 +34,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("files", nargs="+", help="known_optimum-TAG.json files")
     p.add_argument("--targets", action="store_true", help="add the issue's per-world verdict")
+    p.add_argument("--save", metavar="DIR", help="also copy each file here with its deadlock "
+                   "steps replayed (a copy that reads the same without the raw runs)")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -141,6 +143,12 @@ def main(argv=None) -> None:
         if "worlds" not in data:
             sys.exit(f"{path}: no 'worlds' key; pass a known_optimum-TAG.json file")
         lines += rows(data, args.targets)
+        if args.save:
+            for world in data["worlds"].values():
+                world["runs"] = [with_current_deadlocks(r) for r in world["runs"]]
+            out = Path(args.save) / Path(path).name
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(data, indent=1), encoding="utf-8")
     print("\n".join(lines))
 
 

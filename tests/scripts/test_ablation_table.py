@@ -82,3 +82,18 @@ def test_deadlocks_are_replayed_under_the_current_rule_when_the_run_is_on_disk(t
     assert ablation.replayed_deadlocks(run) == [3]  # steps 1-3 tied; 4 broke the streak
     run["checkpoint"] = str(tmp_path / "gone" / "checkpoint-5")
     assert ablation.replayed_deadlocks(run) is None
+
+
+def test_save_writes_a_copy_with_the_replayed_deadlocks(tmp_path, capsys):
+    run_dir = tmp_path / "seed0"
+    (run_dir / "checkpoint-3").mkdir(parents=True)
+    lines = [{"step": s, "frac_reward_zero_std": 1.0, "kept_groups": 0} for s in range(1, 4)]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    run = _run(0.1, True, 0.2, {"deadlock": []}, steps=3)
+    run["checkpoint"] = str(run_dir / "checkpoint-3")
+    path = tmp_path / "known_optimum-t.json"
+    path.write_text(json.dumps(_data([run])))
+    ablation.main([str(path), "--save", str(tmp_path / "saved")])
+    saved = json.loads((tmp_path / "saved" / path.name).read_text())
+    assert saved["worlds"]["w"]["runs"][0]["alerts"]["deadlock"] == [3]
+    assert "| 1 / 0 |" in capsys.readouterr().out
