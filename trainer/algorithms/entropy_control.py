@@ -9,7 +9,10 @@ trained by the reward alone.
 
 The controller is the trainer's automatic response to ``entropy_low`` (issue 20): the alert still
 fires and is logged, and the coefficient that answers it is in every metrics line
-(``entropy_coef``).
+(``entropy_coef``). A step whose groups all tied (no reward signal: a collapsed policy writes
+the same workflow K times) still gets the bonus while the controller acts: the trainer updates
+the entropy term alone on those groups (advantages 0), since dynamic sampling would otherwise
+skip the very steps the response is for.
 """
 
 from __future__ import annotations

@@ -220,6 +220,8 @@ class Trainer:
         batch = None
         if not rollback and collected.train is not None:
             batch = UpdateBatch(collected.train.rollout, adv_N)
+        elif not rollback:
+            batch = self._entropy_only_batch(collected.first.rollout)
         if rollback or not self._any_rank(batch is not None):
             # No gradient this step: loss and norm are truly 0 (the zero_grad check reads them);
             # the rest was not computed.
@@ -249,6 +251,22 @@ class Trainer:
             limit = self.config.logging.samples_per_step
             self.writer.write(metrics, steps.sample_rows(self.step, collected, adv_N, limit))
         return metrics
+
+    def _entropy_only_batch(self, rollout) -> UpdateBatch | None:
+        """Every group tied (no reward signal), but the entropy controller is acting: train the
+        entropy term alone on the tied groups (advantages 0), so the response to a low
+        entropy is not blocked by the very ties a collapsed policy produces (issue 20: with
+        dynamic sampling, a deadlocked run would otherwise never apply the bonus). None when
+        the controller is off or not acting."""
+        control = self.config.algorithm.entropy_control
+        if control.target is None:
+            return None
+        if applied_entropy_coef(self.entropy_coef, self.last_entropy, control) <= 0:
+            return None
+        logger.info("step %d: every group tied; entropy-only update (coef %.4f)", self.step,
+                    self.entropy_coef)  # fmt: skip
+        rows = rollout.completion_ids_NT.shape[0]
+        return UpdateBatch(rollout, torch.zeros(rows, dtype=torch.float32))
 
     def _settings(self, metrics: dict):
         """This step's update settings: with ``algorithm.entropy_control`` on, the loss's

@@ -65,3 +65,32 @@ def test_a_resumed_run_continues_the_saved_coefficient(tmp_path, coefs):
     coefs.clear()
     train(tmp_path, *on, "optim.max_steps=4", resume=True)
     assert coefs == pytest.approx([0.02, 0.025])
+
+
+def _tied_run(tmp_path, monkeypatch, *extra):
+    from trainer_fakes import VALID
+
+    monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(lambda g: [VALID] * 8))
+    seen, real = [], trainer_mod.policy_update
+
+    def spy(model, optimizer, scheduler, batch, settings):
+        seen.append((batch.adv_N.abs().max().item(), settings.loss.entropy_coef))
+        return real(model, optimizer, scheduler, batch, settings)
+
+    monkeypatch.setattr(trainer_mod, "policy_update", spy)
+    lines = train(tmp_path, "optim.max_steps=3", *extra)
+    return seen, lines
+
+
+def test_tied_groups_get_an_entropy_only_update_while_the_controller_acts(tmp_path, monkeypatch):
+    seen, lines = _tied_run(tmp_path, monkeypatch, "algorithm.entropy_control.target=100")
+    assert [line["frac_reward_zero_std"] for line in lines] == [1.0, 1.0, 1.0]
+    # step 1: nothing measured yet (coef 0): no update; steps 2-3: entropy term alone
+    assert seen == [(0.0, pytest.approx(0.01)), (0.0, pytest.approx(0.02))]
+    assert [line["skipped_update"] for line in lines] == [True, False, False]
+    assert lines[1]["grad_norm"] > 0 and lines[1]["loss"] < 0  # -coef * entropy
+
+
+def test_tied_groups_get_no_update_with_the_controller_off(tmp_path, monkeypatch):
+    seen, lines = _tied_run(tmp_path, monkeypatch)
+    assert seen == [] and all(line["skipped_update"] for line in lines)
