@@ -69,6 +69,12 @@ def _flatten(steps: list[Node]) -> list[Node]:
     return out
 
 
+def _of_role(operators: OperatorTable, role: str, domain: str) -> list[str]:
+    """The operators of ``role`` allowed in ``domain``, in table order."""
+    allowed = operators.for_domain(domain)
+    return [n for n in operators if operators.role(n) == role and n in allowed]
+
+
 def sft_tails(operators: OperatorTable, domain: str) -> tuple[str, ...]:
     """The tail steps of :func:`stratified_workflow` for ``domain``, built from the roles of
     ``operators``: for each checker C, check-and-repair with the domain's FIRST refiner R
@@ -76,14 +82,9 @@ def sft_tails(operators: OperatorTable, domain: str) -> tuple[str, ...]:
     generator G, last declared first), then each refiner alone. For the AFlow table on math this
     is Review ? Revise : done (x1, x2, x3), Review ? Programmer/AnswerGenerate/Custom : done,
     Revise, Format."""
-    allowed = operators.for_domain(domain)
-
-    def of(role: str) -> list[str]:
-        return [n for n in operators if operators.role(n) == role and n in allowed]
-
-    gens, refiners = of(GENERATOR), of(REFINER)
+    gens, refiners = _of_role(operators, GENERATOR, domain), _of_role(operators, REFINER, domain)
     tails: list[str] = []
-    for checker in of(CHECKER):
+    for checker in _of_role(operators, CHECKER, domain):
         if refiners:
             step = f"{checker} ? {refiners[0]} : done"
             tails += [step, f"({step}) * 2", f"({step}) * 3"]
@@ -98,11 +99,11 @@ def stratified_workflow(rng: random.Random, operators: OperatorTable, domain: st
     :func:`sft_tails`, each part uniform. A refiner other than the domain's first (the repairer)
     only ends a workflow (Format reduces a solution to its answer). Draws that ``validate``
     rejects are redrawn."""
-    allowed = operators.for_domain(domain)
-    gens = [n for n in operators if operators.role(n) == GENERATOR and n in allowed]
-    ensemblers = [n for n in operators if operators.role(n) == ENSEMBLER and n in allowed]
-    refiners = [n for n in operators if operators.role(n) == REFINER and n in allowed]
-    tails, finishers = sft_tails(operators, domain), set(refiners[1:])
+    gens, ensemblers = (
+        _of_role(operators, GENERATOR, domain),
+        _of_role(operators, ENSEMBLER, domain),
+    )
+    tails, finishers = sft_tails(operators, domain), set(_of_role(operators, REFINER, domain)[1:])
     if not gens:
         raise ValueError(f"no generator for domain {domain!r}: nothing to draw workflows from")
     for _ in range(10_000):

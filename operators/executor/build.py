@@ -129,13 +129,10 @@ def probe_executor(section: ExecutorConfig) -> None:
     not (building them loads weights). ``ValueError`` in one line otherwise."""
     if section.kind in ("hf", "shared"):
         return
-    if section.kind == "openai":
-        backend = make_backend("openai", **_openai_kwargs(section))
-    else:
-        check_executor(section)
-        if not hasattr(find_backend(section.kind), "check_server"):
-            return
-        backend, _ = build_executor(section)
+    check_executor(section)
+    if not hasattr(find_backend(section.kind), "check_server"):
+        return
+    backend, _ = build_executor(section)
     try:
         backend.check_server()
     finally:

@@ -170,19 +170,25 @@ def run_cmd(**options) -> None:
     run_workflow_command(**options)
 
 
+def config_options(config_help: str, set_example: str):
+    """``--config`` and ``--set`` of the commands that read a training config."""
+
+    def apply(fn):
+        fn = click.option(
+            "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+            help=f"Override a config value, e.g. {set_example}. Repeatable.",
+        )(fn)  # fmt: skip
+        return click.option(
+            "--config", "config_path", type=click.Path(dir_okay=False), help=config_help
+        )(fn)
+
+    return apply
+
+
 @main.command("train")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    help="YAML config (default: the embedded CPU default; see configs/).",
-)
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override a config value, e.g. --set rollout.num_generations=16. Repeatable.",
+@config_options(
+    "YAML config (default: the embedded CPU default; see configs/).",
+    "--set rollout.num_generations=16",
 )
 @click.option("--max-steps", type=click.IntRange(min=1), help="Shortcut for optim.max_steps.")
 @click.option("--output-dir", help="Shortcut for logging.output_dir (the run directory).")
@@ -223,18 +229,9 @@ def train_cmd(config_path, overrides, max_steps, output_dir, resume, overwrite, 
 
 
 @main.command("sft")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    help="YAML config: its model, lora, task, prompt, sampling and sft section (see configs/).",
-)
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override a config value, e.g. --set sft.lr=1e-3 or --set sft.data=jsonl:pairs.jsonl.",
+@config_options(
+    "YAML config: its model, lora, task, prompt, sampling and sft section (see configs/).",
+    "--set sft.lr=1e-3 or --set sft.data=jsonl:pairs.jsonl",
 )
 @click.option(
     "--out",

@@ -48,16 +48,15 @@ class RunAbandoned(BaseException):
         return EXIT_CODES.get(self.signum, 128 + self.signum)
 
 
-class StopOnSignal:
-    """Context manager: SIGINT/SIGTERM ask the loop to stop after the current step (see the
-    module docstring). ``received`` is the first signal's number, or None."""
+class _SignalHandlers:
+    """Context manager: ``self._handle`` answers ``signals`` while inside; the previous handlers
+    come back on exit. Main thread only (elsewhere signals keep their old behaviour)."""
 
     def __init__(self, signals: tuple[int, ...] = tuple(EXIT_CODES)) -> None:
         self.signals = signals
-        self.received: int | None = None
         self._previous: dict[int, object] = {}
 
-    def __enter__(self) -> StopOnSignal:
+    def __enter__(self):
         if threading.current_thread() is threading.main_thread():
             for signum in self.signals:
                 self._previous[signum] = signal.signal(signum, self._handle)
@@ -67,6 +66,18 @@ class StopOnSignal:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous.clear()
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        raise NotImplementedError
+
+
+class StopOnSignal(_SignalHandlers):
+    """Context manager: SIGINT/SIGTERM ask the loop to stop after the current step (see the
+    module docstring). ``received`` is the first signal's number, or None."""
+
+    def __init__(self, signals: tuple[int, ...] = tuple(EXIT_CODES)) -> None:
+        super().__init__(signals)
+        self.received: int | None = None
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
@@ -91,26 +102,10 @@ class StopOnSignal:
         return f"interrupted by {name} after step {step} of {max_steps}", code
 
 
-class AbortOnSignal:
+class AbortOnSignal(_SignalHandlers):
     """Context manager for setup (loading the model, building the run): SIGINT/SIGTERM raise
     :class:`RunAbandoned` at once, since there is no step to finish and nothing to save yet
-    (without it SIGTERM would end the process silently). Main thread only, as above."""
+    (without it SIGTERM would end the process silently)."""
 
-    def __init__(self, signals: tuple[int, ...] = tuple(EXIT_CODES)) -> None:
-        self.signals = signals
-        self._previous: dict[int, object] = {}
-
-    def __enter__(self) -> AbortOnSignal:
-        if threading.current_thread() is threading.main_thread():
-            for signum in self.signals:
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        self._previous.clear()
-
-    @staticmethod
-    def _handle(signum: int, _frame: FrameType | None) -> None:
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
         raise RunAbandoned(signum)

@@ -12,6 +12,7 @@ completion tokens (workflow + end token), prompt tokens masked, as TRL's SFTTrai
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import random
@@ -25,8 +26,12 @@ import torch
 from flowgrpo.configuration import ConfigError
 from flowgrpo.dsl import validate
 from flowgrpo.dsl.generate import stratified_workflow
+from flowgrpo.dsl.operators import default_table
 from flowgrpo.operators.tasks import Problem, load_task
 from flowgrpo.rewards import prepare_samples
+from flowgrpo.trainer.config import save_config
+from flowgrpo.trainer.loop import setup
+from flowgrpo.trainer.loop.environment import build_environment
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
 from flowgrpo.trainer.loop.rollout import generate_rollout
 
@@ -47,13 +52,9 @@ class SFTResult:
 
 def grammar_pairs(cfg, prompt: PolicyPrompt) -> tuple[list[Problem], list[str]]:
     """``sft.examples`` training problems, each with one stratified workflow of its domain."""
-    s, table = cfg.sft, prompt.operators
+    s, table = cfg.sft, prompt.operators or default_table()
     problems = load_task(cfg.rollout.task, n=s.examples, seed=cfg.rollout.seed, split="train")
     rng = random.Random(s.seed)
-    if table is None:
-        from flowgrpo.dsl.operators import default_table
-
-        table = default_table()
     return problems, [stratified_workflow(rng, table, p.domain) for p in problems]
 
 
@@ -176,12 +177,7 @@ def run_sft(cfg, out: str | Path, on_step: Callable[[dict], None] | None = None)
     """Format SFT of ``cfg`` (its model, lora, task, prompt, sampling and ``sft`` section) from
     a fresh adapter; saves the adapter and the config (``model.init_adapter`` null) in ``out``
     and returns the summary. Problems and pairs are checked before the model loads."""
-    import dataclasses  # the adapter starts fresh: init_adapter is what this run produces
-
-    from flowgrpo.trainer.config import save_config
-    from flowgrpo.trainer.loop import setup
-    from flowgrpo.trainer.loop.environment import build_environment
-
+    # the adapter starts fresh: init_adapter is what this run produces
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, init_adapter=None))
     prompt = build_environment(cfg, with_executor=False, with_problems=False).prompt
     data = cfg.sft.data

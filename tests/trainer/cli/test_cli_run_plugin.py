@@ -2,6 +2,8 @@
 
 from click.testing import CliRunner
 
+from flowgrpo.dsl import undeclare_operator
+from flowgrpo.dsl.operators import default_table
 from flowgrpo.operators.backends import BACKENDS
 from flowgrpo.operators.ops import OPERATOR_IMPLS
 from flowgrpo.trainer.cli.app import main
@@ -45,6 +47,8 @@ def test_a_plugin_file_gives_run_its_backend_and_operator(tmp_path):
         for registry, name in ((BACKENDS, "constant-test"), (OPERATOR_IMPLS, "EchoTwice")):
             if name in registry.names():
                 registry.unregister(name)
+        if "EchoTwice" in default_table():  # register_operator declared it process-wide
+            undeclare_operator("EchoTwice")
 
 
 def test_a_missing_plugin_is_one_line():

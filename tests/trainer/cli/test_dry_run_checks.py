@@ -26,19 +26,15 @@ def train(*sets: str, dry: bool = True):
     return CliRunner().invoke(main, args)
 
 
-def dry_run(*sets: str):
-    return train(*sets)
-
-
 def test_a_bad_jsonl_line_exits_2_naming_the_line(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"question": "2+2?", "answer": "4"}\n{"question": "x"\n')
-    result = dry_run(f"rollout.task=jsonl:{path}")
+    result = train(f"rollout.task=jsonl:{path}")
     assert result.exit_code == 2 and "line 2 is not valid JSON" in result.output
 
 
 def test_a_prompt_example_that_is_not_valid_dsl_exits_2():
-    result = dry_run('prompt.examples=[{question: "q", workflow: "Custom -> Foo"}]')
+    result = train('prompt.examples=[{question: "q", workflow: "Custom -> Foo"}]')
     assert result.exit_code == 2
     assert "prompt.examples[0]" in result.output and "unknown operator 'Foo'" in result.output
 
