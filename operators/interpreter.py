@@ -168,8 +168,9 @@ class _Run:
     done: bool = False
 
 
-def _start(workflow: Workflow, problem: Problem, limits: Limits) -> _Run:
+def _start(workflow: Workflow, problem: Problem, limits: Limits, repeat: int = 0) -> _Run:
     state = State(problem)
+    state.counters.repeat = repeat
     run = _Run(workflow, problem, state, _exec(workflow.root, state, limits.ops), time.time())
     _step(run, None)
     return run
@@ -298,6 +299,7 @@ def run_workflows(
     sandbox: Callable | None = None,
     on_round: Callable[[int, int], None] | None = None,
     operators: OperatorTable | None = None,
+    repeats: Sequence[int] | None = None,
 ) -> list[ExecutionResult]:
     """Run many workflows together, batching the LLM calls of each stage.
 
@@ -313,13 +315,21 @@ def run_workflows(
         sandbox: ``sandbox(codes, timeouts) -> list[ExecResult]``; default the process sandbox.
         on_round: called after each batched round with (round, runs still active).
         operators: the table workflows are validated against (default: the process-wide one).
+        repeats: per pair, which execution of that (workflow, problem) it is (default all 0).
+            Repeat r > 0 is a separate run with its own cache entry, and its requests carry
+            ``repeat=r`` (:class:`~operators.llm.RequestContext`): an executor that samples
+            (or the SIMULATED one) answers it afresh, so repeats estimate the workflow's
+            accuracy on the problem rather than one draw of it.
     """
     limits = limits or DEFAULT_LIMITS
     check = check or check_answer
     sandbox = sandbox or _default_sandbox
     results: list[ExecutionResult | None] = [None] * len(pairs)
-    todo: dict[tuple, tuple[Workflow, Problem, list[int]]] = {}
+    todo: dict[tuple, tuple[Workflow, Problem, list[int], int]] = {}
+    if repeats is not None and len(repeats) != len(pairs):
+        raise ValueError(f"repeats has {len(repeats)} entries for {len(pairs)} pairs")
     for i, (workflow, problem) in enumerate(pairs):
+        repeat = repeats[i] if repeats is not None else 0
         report = validate(workflow, domain=problem.domain, operators=operators)
         if not report.ok:
             first = report.errors[0]
@@ -328,13 +338,15 @@ def run_workflows(
             )
             continue
         key = (report.canonical, problem.id, llm.settings_key, limits.cache_key())
+        if repeat:  # repeat 0 keeps the key of a single execution
+            key = (*key, f"repeat={repeat}")
         hit = cache.get(key) if cache is not None else None
         if hit is not None:
             results[i] = hit
         else:
-            todo.setdefault(key, (report.workflow, problem, []))[2].append(i)
+            todo.setdefault(key, (report.workflow, problem, [], repeat))[2].append(i)
     keys = list(todo)
-    runs = [_start(todo[k][0], todo[k][1], limits) for k in keys]
+    runs = [_start(todo[k][0], todo[k][1], limits, todo[k][3]) for k in keys]
     _drive(runs, llm, limits, sandbox, on_round)
     for key, run in zip(keys, runs):
         result = _finish(run, check)

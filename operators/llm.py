@@ -33,11 +33,15 @@ class RequestContext:
         problem: the problem being solved (a :class:`~operators.tasks.base.Problem`).
         call: index of the call among its run's LLM calls, in the order the operators ask
             (0-based; parallel branches in branch order): identical prompts of one run differ.
+        repeat: which execution of the same workflow on the same problem this is (0-based;
+            ``rollout.executions`` runs each sampled workflow several times): the SIMULATED
+            executor draws afresh for each repeat, as a sampling executor LLM would.
     """
 
     op: str
     problem: Any
     call: int
+    repeat: int = 0
 
 
 @dataclass(frozen=True)

@@ -115,9 +115,9 @@ def _ask(state: State, op: str, text: str, settings: OpSettings) -> Ask:
     messages = (Message("system", prompts.SYSTEM), Message("user", text))
     # The call's index in its run (counted on the run's shared counters), for the simulated
     # executor's per-call random draws; model backends ignore the context.
-    call = getattr(state.counters, "asks", 0)
-    state.counters.asks = call + 1  # type: ignore[attr-defined]
-    context = RequestContext(op, state.problem, call)
+    call = state.counters.asks
+    state.counters.asks = call + 1
+    context = RequestContext(op, state.problem, call, state.counters.repeat)
     request = GenerationRequest(messages, max_new_tokens=settings.tokens_for(op), context=context)
     return Ask(op, request)
 

@@ -55,12 +55,20 @@ class TraceEntry:
 
 @dataclass
 class Counters:
-    """Shared by a run and all its parallel branches."""
+    """Shared by a run and all its parallel branches.
+
+    ``asks`` numbers the run's LLM requests in the order the operators make them; ``repeat`` is
+    which execution of the same (workflow, problem) this run is (0 for the first; see
+    :func:`operators.interpreter.run_workflows`). Both go into every request's
+    :class:`~operators.llm.RequestContext`.
+    """
 
     llm_calls: int = 0
     code_runs: int = 0
     tokens: int = 0
     trace: list[TraceEntry] = field(default_factory=list)
+    asks: int = 0
+    repeat: int = 0
 
 
 @dataclass

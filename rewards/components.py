@@ -117,34 +117,40 @@ def accuracy(group: Sequence[Sample], options: RewardOptions, history=None) -> n
       ``graded_code`` (on): the fraction of hidden tests passed (the execution's score); qa with
       ``graded_qa`` (off): token F1 (the execution's score).
 
+    A workflow executed several times (``rollout.executions``) scores the mean over its
+    scorable runs: an estimate of its accuracy on the problem with less variance (the
+    "several executions per design" of MetaAgent-X, arXiv 2605.14212).
+
     With the example group: ``[0.0, 0.0, 0.0, 0.0, 1.0]``. Not handled: an unknown domain gets
     no partial credit.
     """
     return _array(_accuracy(s, options) for s in group)
 
 
-def _executed(sample: Sample) -> float | ExecutionResult:
-    """The sample's execution, or the score of one that has none: 0 for a sample that was
+def _executed(sample: Sample) -> float | tuple[ExecutionResult, ...]:
+    """The sample's scorable runs, or the score of one that has none: 0 for a sample that was
     not run because it is invalid or prose, NaN for a valid one not run or unscorable."""
     if not sample.valid:
         return 0.0
-    run = sample.execution
-    if run is None or run.unscorable:
-        return math.nan
-    return run
+    runs = tuple(run for run in sample.runs if not run.unscorable)
+    return runs if runs else math.nan
 
 
 def _accuracy(sample: Sample, options: RewardOptions) -> float:
-    run = _executed(sample)
-    if isinstance(run, float):
-        return run
+    """Mean over the sample's scorable runs (one unless ``rollout.executions`` > 1)."""
+    runs = _executed(sample)
+    if isinstance(runs, float):
+        return runs
+    return sum(_run_accuracy(sample.problem, run, options) for run in runs) / len(runs)
+
+
+def _run_accuracy(problem, run: ExecutionResult, options: RewardOptions) -> float:
     if run.correct:
         return 1.0
-    return min(_partial_credit(sample, options), options.max_partial_credit)
+    return min(_partial_credit(problem, run, options), options.max_partial_credit)
 
 
-def _partial_credit(sample: Sample, options: RewardOptions) -> float:
-    problem, run = sample.problem, sample.execution
+def _partial_credit(problem, run: ExecutionResult, options: RewardOptions) -> float:
     domain = problem.domain
     if domain == "math":
         if not options.graded_math or run.answer is None or problem.answer is None:
@@ -178,9 +184,14 @@ def cost(group: Sequence[Sample], options: RewardOptions, history=None) -> np.nd
 
 
 def _cost(sample: Sample, options: RewardOptions) -> float:
-    run = _executed(sample)
-    if isinstance(run, float):
-        return run
+    """Mean over the sample's scorable runs (one unless ``rollout.executions`` > 1)."""
+    runs = _executed(sample)
+    if isinstance(runs, float):
+        return runs
+    return sum(_run_cost(run, options) for run in runs) / len(runs)
+
+
+def _run_cost(run: ExecutionResult, options: RewardOptions) -> float:
     score = 1.0 - min(run.calls, options.cost_max_calls) / options.cost_max_calls
     if options.cost_max_tokens is None:
         return score

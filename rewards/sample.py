@@ -21,6 +21,8 @@ class Sample:
         report: the validation report of the extracted workflow; None on a fallback.
         execution: the executor's run of the workflow; None when it was not executed (fallback,
             invalid workflow, or execution switched off).
+        repeats: further runs of the same workflow on the same problem (``rollout.executions``
+            > 1; empty otherwise). Accuracy and cost average over :attr:`runs`.
     """
 
     problem: Problem
@@ -28,6 +30,12 @@ class Sample:
     extraction: Extraction
     report: Report | None = None
     execution: ExecutionResult | None = None
+    repeats: tuple[ExecutionResult, ...] = ()
+
+    @property
+    def runs(self) -> tuple[ExecutionResult, ...]:
+        """Every execution of the workflow: the first, then the repeats (empty if not run)."""
+        return () if self.execution is None else (self.execution, *self.repeats)
 
     @property
     def fallback(self) -> bool:
@@ -56,8 +64,10 @@ class Sample:
 
     @property
     def unscorable(self) -> bool:
-        """The workflow ran but the executor failed (not the same as a wrong answer)."""
-        return self.execution is not None and self.execution.unscorable
+        """The workflow ran but the executor failed on every run (not the same as a wrong
+        answer)."""
+        runs = self.runs
+        return bool(runs) and all(run.unscorable for run in runs)
 
 
 def make_sample(

@@ -47,6 +47,7 @@ def prepare_samples(
     sandbox: Callable | None = None,
     execute: bool = True,
     operators: OperatorTable | None = None,
+    executions: int = 1,
 ) -> list[Sample]:
     """Extract, validate and (optionally) execute every completion of a batch.
 
@@ -58,6 +59,9 @@ def prepare_samples(
         llm: the executor backend (:class:`operators.llm.LLM`); needed only when ``execute``
             and some workflow is valid.
         limits, cache, check, sandbox: passed to :func:`operators.interpreter.run_workflows`.
+        executions: runs per valid workflow (``rollout.executions``): the first is
+            ``Sample.execution``, the others ``Sample.repeats`` (repeat index 1, 2, ...; see
+            :func:`operators.interpreter.run_workflows`).
         execute: run the valid workflows. Off: every sample's execution is None (accuracy and
             cost then score valid samples NaN).
         operators: the operator table workflows are extracted and validated against (a run's,
@@ -82,15 +86,20 @@ def prepare_samples(
             f"{len(todo)} valid workflow(s) need an executor: pass llm=..., or execute=False "
             "to score without running them"
         )
-    pairs = [(samples[i].canonical, samples[i].problem) for i in todo]
+    if isinstance(executions, bool) or not isinstance(executions, int) or executions < 1:
+        raise ValueError(f"executions must be an integer >= 1, got {executions!r}")
+    pairs = [(samples[i].canonical, samples[i].problem) for i in todo for _ in range(executions)]
+    repeats = [r for _ in todo for r in range(executions)]
     results = run_workflows(
-        pairs, llm, limits=limits, cache=cache, check=check, sandbox=sandbox, operators=operators
-    )
-    for i, result in zip(todo, results):
-        samples[i] = replace(samples[i], execution=result)
+        pairs, llm, limits=limits, cache=cache, check=check, sandbox=sandbox,
+        operators=operators, repeats=repeats,
+    )  # fmt: skip
+    for n, i in enumerate(todo):
+        first, *rest = results[n * executions : (n + 1) * executions]
+        samples[i] = replace(samples[i], execution=first, repeats=tuple(rest))
     unscorable = sum(r.unscorable for r in results)
     if unscorable:
-        logger.warning("%d of %d executions unscorable (executor failed)", unscorable, len(todo))
+        logger.warning("%d of %d executions unscorable (executor failed)", unscorable, len(results))
     return samples
 
 

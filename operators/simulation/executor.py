@@ -13,9 +13,10 @@ show that it learns to pick better workflows; here the expected accuracy of ever
 known exactly (:func:`operators.simulation.analyze`), so a run can report its regret.
 
 Determinism: each draw hashes (seed, problem id, operator, the call's index in its run, the
-prompt) and the problem's latent class hashes (seed, problem id, question): fixed seed, fixed
-results, however requests are batched or ordered. The call index comes from
-:class:`~operators.llm.RequestContext`, which the operators attach to every request.
+prompt, and the repeat index when a workflow runs more than once) and the problem's latent class
+hashes (seed, problem id, question): fixed seed, fixed results, however requests are batched or
+ordered. The call and repeat indices come from :class:`~operators.llm.RequestContext`, which the
+operators attach to every request.
 
 Not handled: code problems (CustomCodeGenerate, Test) and QA; such requests, and requests
 without a context, get an error result (the run is unscorable). Token counts are whitespace
@@ -129,7 +130,9 @@ class _Call:
 
     def __init__(self, sim: SimulatedExecutor, problem, probs: Probs, prompt: str, ctx, digest):
         self.sim, self.problem, self.probs, self.prompt = sim, problem, probs, prompt
-        self.key = (sim.seed, problem.id, ctx.op, ctx.call, digest)
+        # repeat 0 keeps the key of a single execution (cached results stay valid)
+        repeat = (ctx.repeat,) if ctx.repeat else ()
+        self.key = (sim.seed, problem.id, ctx.op, ctx.call, digest, *repeat)
         self.reference = extract_number(problem.answer)
         if self.reference is None:
             raise NotSimulated(f"problem {problem.id} has no numeric reference answer")

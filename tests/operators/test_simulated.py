@@ -13,6 +13,7 @@ from flowgrpo.dsl import canonical, validate
 from flowgrpo.dsl.generate import random_workflow
 from flowgrpo.operators.backends import make_backend
 from flowgrpo.operators.backends.simulated import SimulatedExecutor
+from flowgrpo.operators.cache import ExecutionCache
 from flowgrpo.operators.checkers import check_answer, extract_number
 from flowgrpo.operators.interpreter import Limits, run_workflows
 from flowgrpo.operators.llm import GenerationRequest, Message, RequestContext
@@ -127,6 +128,58 @@ def test_identical_calls_in_one_run_are_independent_draws():
     results = run_workflows([(wf, p) for p in problems], llm)
     texts = [tuple(e.output for e in r.trace[:3]) for r in results]
     assert any(len(set(t)) > 1 for t in texts)  # same prompt, different answers
+
+
+# --------------------------------------------------------------------------- repeated runs
+
+
+def test_repeat_zero_is_the_single_run_and_later_repeats_draw_afresh():
+    pairs = [(w, p) for w in WORKFLOWS for p in PROBLEMS]
+    single = run_workflows(pairs, SimulatedExecutor(seed=5), sandbox=simulated_sandbox)
+    zero = run_workflows(
+        pairs, SimulatedExecutor(seed=5), sandbox=simulated_sandbox, repeats=[0] * len(pairs)
+    )
+    assert _summary(zero) == _summary(single)
+    first = run_workflows(
+        pairs, SimulatedExecutor(seed=5), sandbox=simulated_sandbox, repeats=[1] * len(pairs)
+    )
+    again = run_workflows(
+        pairs, SimulatedExecutor(seed=5), sandbox=simulated_sandbox, repeats=[1] * len(pairs)
+    )
+    assert _summary(first) == _summary(again)  # a repeat is as deterministic as a run
+    differs = [a != b for a, b in zip(_summary(first), _summary(single))]
+    assert sum(differs) >= len(pairs) // 3  # most repeats answer differently
+
+
+def test_the_mean_over_repeats_estimates_the_exact_accuracy():
+    # One problem, many repeats: the share right converges on the analytic accuracy for the
+    # problem's difficulty (latent_spread 0: no per-problem latent class to condition on).
+    params = SimulationParams(latent_spread=0.0)
+    problem = generate_arithmetic(1, seed=11, difficulty="hard", split="test")[0]
+    wf, n = "Custom -> Review ? Revise : done", 600
+    results = run_workflows(
+        [(wf, problem)] * n, SimulatedExecutor(params, seed=3), repeats=list(range(n))
+    )
+    share = sum(r.correct for r in results) / n
+    exact = expected_accuracy(wf, params, "hard")
+    assert abs(share - exact) < 4 * (exact * (1 - exact) / n) ** 0.5, (share, exact)
+
+
+def test_repeats_have_their_own_cache_entries(tmp_path):
+    cache = ExecutionCache(tmp_path / "cache.jsonl")
+    pair = ("Custom -> Review ? Revise : done", PROBLEMS[0])
+    run_workflows([pair] * 3, SimulatedExecutor(seed=5), cache=cache, repeats=[0, 1, 2])
+    assert len(cache) == 3
+    again = run_workflows([pair], SimulatedExecutor(seed=5), cache=cache, repeats=[2])
+    assert (
+        cache.hits == 1
+        and again[0].trace == run_workflows([pair], SimulatedExecutor(seed=5), repeats=[2])[0].trace
+    )
+
+
+def test_repeats_must_match_the_pairs():
+    with pytest.raises(ValueError, match="repeats has 1 entries for 2 pairs"):
+        run_workflows([("Custom", PROBLEMS[0])] * 2, SimulatedExecutor(), repeats=[0])
 
 
 def test_wrong_answers_are_plausible_numbers_never_the_reference():

@@ -1,5 +1,6 @@
 """Reward components, one table test each, with hand-computed scores; the component registry."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -133,6 +134,45 @@ COST_CASES = [
 @pytest.mark.parametrize(("completion", "execution", "options", "expected"), COST_CASES)
 def test_cost(completion, execution, options, expected):
     same(score("cost", [make_sample(MATH, completion, execution)], options), [expected])
+
+
+# --------------------------------------------------------------------------- repeated runs
+
+
+def repeated(first, *rest, completion="Custom"):
+    """A sample whose workflow ran more than once (rollout.executions)."""
+    sample = make_sample(MATH, completion, first)
+    return dataclasses.replace(sample, repeats=tuple(rest))
+
+
+def test_accuracy_and_cost_average_over_the_repeats():
+    wrong, right = run(calls=1, answer="4"), run(calls=3, correct=True, answer="5")
+    sample = repeated(right, wrong, wrong, right)
+    same(score("accuracy", [sample]), [(1 + 0 + 0 + 1) / 4])
+    same(score("cost", [sample]), [(0.85 + 0.95 + 0.95 + 0.85) / 4])
+
+
+def test_repeats_average_partial_credit_too():
+    sample = repeated(run(answer="5.2"), run(correct=True, answer="5"))
+    same(score("accuracy", [sample], RewardOptions(graded_math=True)), [(0.4 + 1.0) / 2])
+
+
+def test_unscorable_repeats_are_left_out_of_the_mean():
+    sample = repeated(run(unscorable=True), run(correct=True, answer="5"), run(answer="4"))
+    assert not sample.unscorable
+    same(score("accuracy", [sample]), [0.5])
+
+
+def test_a_sample_is_unscorable_only_when_every_run_is():
+    sample = repeated(run(unscorable=True), run(unscorable=True))
+    assert sample.unscorable
+    same(score("accuracy", [sample]), [NAN])
+    same(score("cost", [sample]), [NAN])
+
+
+def test_an_invalid_workflow_scores_zero_whatever_its_repeats():
+    sample = repeated(run(correct=True, answer="5"), completion="Revise -> Custom")
+    same(score("accuracy", [sample]), [0.0])
 
 
 # --------------------------------------------------------------------------- diversity

@@ -376,6 +376,28 @@ def test_prepare_samples_runs_the_whole_batch_in_one_interpreter_call():
     assert [s.execution.correct for s in samples[8:] if s.execution] == [False] * 5
 
 
+def test_executions_run_each_valid_workflow_that_many_times_and_average():
+    # The scripted executor answers right only on the repeat named in its table: the mean over
+    # three runs is then 1/3 for every executed sample, whatever the workflow.
+    llm = ScriptedBackend(lambda request: "5" if request.context.repeat == 1 else "4")
+    samples = prepare_samples([P], GROUP, 8, llm, check=exact, executions=3)
+    # Custom and Custom -> Format, three runs each: 3 * (1 + 2) calls
+    assert len(llm.calls) == 9
+    assert sorted({c.context.repeat for c in llm.calls}) == [0, 1, 2]
+    executed = [s for s in samples if s.execution is not None]
+    assert all(len(s.repeats) == 2 for s in executed)
+    assert all(not s.repeats for s in samples if s.execution is None)
+    assert [r.correct for r in executed[0].runs] == [False, True, False]
+    table = score_samples(samples, 8)
+    same(table.component("accuracy"), [1 / 3] * 4 + [0, 0, 0, 1 / 3])
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5])
+def test_executions_must_be_a_positive_integer(bad):
+    with pytest.raises(ValueError, match="executions must be an integer >= 1"):
+        prepare_samples([P], GROUP, 8, ScriptedBackend(lambda request: "5"), executions=bad)
+
+
 def test_cached_results_are_reused_across_batches():
     llm, cache = ScriptedBackend(lambda request: "5"), ExecutionCache()
     prepare_samples([P], GROUP, 8, llm, cache=cache, check=exact)

@@ -58,6 +58,7 @@ def test_resolved_config_round_trips_through_yaml(tmp_path):
         ("nonsense=1", "unknown key nonsense"),
         ("rollout.num_generations", "section.key=value"),
         ("rollout.cache_max_entries=0", "rollout.cache_max_entries: must be an integer >= 1"),
+        ("rollout.executions=0", "rollout.executions: must be an integer >= 1"),
     ],
 )
 def test_bad_values_name_the_field_and_the_fix(override, message):

@@ -78,6 +78,13 @@ def executor(cfg, model, tokenizer, given=None):
 
     if given is not None or not cfg.rollout.execute:
         return given, executor_limits(cfg.executor)
+    if cfg.rollout.executions > 1 and cfg.executor.kind != "simulated":
+        # model executors decode greedily: every repeat would return the first run's answer
+        logger.warning(
+            "rollout.executions = %d with executor.kind %r: its greedy decoding makes the "
+            "repeats identical (extra calls, no extra information); use executions: 1",
+            cfg.rollout.executions, cfg.executor.kind,
+        )  # fmt: skip
     return build_executor(cfg.executor, model, tokenizer)
 
 

@@ -128,7 +128,7 @@ def sample_and_score(env: StepEnv, problems: Sequence[Problem]) -> Scored:
     samples = prepare_samples(
         rollout.problems, rollout.texts, k, llm=run.executor, limits=run.limits,
         cache=env.cache, execute=r.execute and run.executor is not None,
-        operators=run.operators,
+        operators=run.operators, executions=r.executions,
     )  # fmt: skip
     table = score_samples(samples, k, env.config.rewards, env.history)
     return Scored(rollout, table, time.perf_counter() - start)
