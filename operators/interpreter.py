@@ -312,7 +312,9 @@ def run_workflows(
             pairs within the batch run once.
         check: ``check(problem, answer) -> CheckResult``; default
             :func:`operators.checkers.check_answer`.
-        sandbox: ``sandbox(codes, timeouts) -> list[ExecResult]``; default the process sandbox.
+        sandbox: ``sandbox(codes, timeouts) -> list[ExecResult]``; default the backend's own
+            ``sandbox`` attribute where it has one (the SIMULATED executor's in-process runner),
+            else the process sandbox.
         on_round: called after each batched round with (round, runs still active).
         operators: the table workflows are validated against (default: the process-wide one).
         repeats: per pair, which execution of that (workflow, problem) it is (default all 0).
@@ -323,7 +325,7 @@ def run_workflows(
     """
     limits = limits or DEFAULT_LIMITS
     check = check or check_answer
-    sandbox = sandbox or _default_sandbox
+    sandbox = sandbox or getattr(llm, "sandbox", None) or _default_sandbox
     results: list[ExecutionResult | None] = [None] * len(pairs)
     todo: dict[tuple, tuple[Workflow, Problem, list[int], int]] = {}
     if repeats is not None and len(repeats) != len(pairs):

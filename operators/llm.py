@@ -90,6 +90,11 @@ class LLM(Protocol):
 
     ``settings_key`` identifies everything that changes outputs (model, decoding settings), so
     execution results can be cached by (canonical workflow, problem, settings_key).
+
+    Optional attributes the interpreter and trainer read when present: ``repeats_differ``
+    (True when repeated runs of one workflow can answer differently, i.e. the backend samples;
+    ``rollout.executions`` warns otherwise) and ``sandbox`` (the runner of the programs the
+    backend writes, in place of the process sandbox).
     """
 
     settings_key: str

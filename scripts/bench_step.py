@@ -8,6 +8,12 @@ times; the first step of each run is warm-up and not counted.
 
     python scripts/bench_step.py --steps 6 --repeats 2        # needs: pip install trl
     python scripts/bench_step.py --impl ours --steps 6         # one side only
+    python scripts/bench_step.py --impl grammar --steps 6 --repeats 3   # the mask's cost
+
+``grammar`` is flowgrpo with ``rollout.constrained=grammar`` beside ``ours`` (the same run
+unconstrained, alternating): besides the step time it times, inside the run, what the mask adds
+(the matchers' set-up, every ``GrammarMask`` call during sampling, and the mask unpacking of the
+update), as a share of the step.
 
 TRL is an optional benchmark dependency only (not a flowgrpo requirement).
 """
@@ -15,6 +21,7 @@ TRL is an optional benchmark dependency only (not a flowgrpo requirement).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import platform
 import resource
@@ -43,11 +50,39 @@ def _peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2  # kB on Linux
 
 
-def run_ours(steps: int, out: Path) -> dict:
+def _timed(totals: dict, name: str, fn):
+    """``fn``, adding the seconds spent in it to ``totals[name]`` (a plain function, so it
+    binds as a method too)."""
 
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            totals[name] = totals.get(name, 0.0) + time.perf_counter() - start
+
+    return wrapper
+
+
+def _time_the_mask(totals: dict) -> None:
+    """Time every place the grammar mask costs something (set-up, sampling, update)."""
+    from flowgrpo.trainer.loop import constrain, rollout, update
+
+    rollout.make_matchers = _timed(totals, "matchers", rollout.make_matchers)
+    rollout.grammar_tokenizer = _timed(totals, "matchers", rollout.grammar_tokenizer)
+    constrain.GrammarMask.__call__ = _timed(totals, "sampling", constrain.GrammarMask.__call__)
+    update.unpack_allowed = _timed(totals, "update", update.unpack_allowed)
+
+
+def run_ours(steps: int, out: Path, constrained: str = "off") -> dict:
+    mask: dict[str, float] = {}
+    if constrained != "off":
+        _time_the_mask(mask)
     cfg = load_config(
         None,
         (
+            f"rollout.constrained={constrained}",
             f"logging.output_dir={out}",
             f"optim.max_steps={steps}",
             f"optim.lr={LR}",
@@ -68,6 +103,8 @@ def run_ours(steps: int, out: Path) -> dict:
         "step_times": [m["step_time"] for m in lines],
         "gen_times": [m["gen_time"] for m in lines],
         "mean_length": statistics.mean(m["completions/mean_length"] for m in lines),
+        "total_seconds": sum(m["step_time"] for m in lines),
+        "mask_seconds": mask,
     }
 
 
@@ -156,8 +193,8 @@ def run_trl(steps: int, out: Path, checkpointing: bool) -> dict:
 
 def _child(impl: str, steps: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        if impl == "ours":
-            result = run_ours(steps, Path(tmp))
+        if impl in ("ours", "grammar"):
+            result = run_ours(steps, Path(tmp), "grammar" if impl == "grammar" else "off")
         else:
             result = run_trl(steps, Path(tmp), checkpointing=impl == "trl_gc")
     result["peak_rss_gb"] = _peak_rss_gb()
@@ -180,13 +217,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--impl", choices=["ours", "trl", "trl_gc", "all"], default="all")
-    parser.add_argument("--child", choices=["ours", "trl", "trl_gc"])
+    parser.add_argument(
+        "--impl", choices=["ours", "trl", "trl_gc", "grammar", "all"], default="all"
+    )
+    parser.add_argument("--child", choices=["ours", "trl", "trl_gc", "grammar"])
     args = parser.parse_args()
     if args.child:
         _child(args.child, args.steps)
         return
-    impls = ["ours", "trl", "trl_gc"] if args.impl == "all" else [args.impl]
+    impls = {"all": ["ours", "trl", "trl_gc"], "grammar": ["ours", "grammar"]}.get(
+        args.impl, [args.impl]
+    )
     results: dict[str, list[dict]] = {i: [] for i in impls}
     for _ in range(args.repeats):
         for impl in impls:
@@ -207,6 +248,23 @@ def main() -> None:
     for base in ("trl", "trl_gc"):
         if "ours" in summary and base in summary:
             print(f"ours / {base} = {summary['ours'] / summary[base]:.2f}")
+    if "grammar" in summary:
+        _print_mask_share(results["grammar"], summary)
+
+
+def _print_mask_share(runs: list[dict], summary: dict) -> None:
+    """The mask's own seconds as a share of the constrained run's total step time."""
+    total = sum(r["total_seconds"] for r in runs)
+    parts = {}
+    for r in runs:
+        for name, seconds in r["mask_seconds"].items():
+            parts[name] = parts.get(name, 0.0) + seconds
+    shares = ", ".join(f"{name} {100 * sec / total:.1f}%" for name, sec in sorted(parts.items()))
+    print(f"grammar / ours = {summary['grammar'] / summary['ours']:.2f} (median step)")
+    print(
+        f"mask time as a share of the constrained steps: {shares}; "
+        f"all {100 * sum(parts.values()) / total:.1f}%"
+    )
 
 
 if __name__ == "__main__":

@@ -138,8 +138,8 @@ class RolloutConfig:
             are the means over the runs, a lower-variance estimate of the workflow's value
             (MetaAgent-X, arXiv 2605.14212, runs 4 per design). Each repeat costs a full run
             of executor calls. The SIMULATED executor draws every repeat afresh; the model
-            executors decode greedily, so their repeats return the same answer (a warning says
-            so): keep 1 with them.
+            executors decode greedily by default, so their repeats return the same answer (a warning
+            says so): keep 1 with them.
         cache_path: JSONL file for the execution cache (relative to the run dir), or null.
         cache_max_entries: results the execution cache keeps in memory (oldest evicted first;
             each is one workflow's answer on one problem, about 1 KB).

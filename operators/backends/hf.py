@@ -71,6 +71,8 @@ class HFBackend:
         self.max_new_tokens = int(max_new_tokens)
         self.batch_size = int(batch_size)
         self.temperature = float(temperature)
+        # repeated runs of one workflow (rollout.executions) differ only when sampling
+        self.repeats_differ = self.temperature > 0
         self.disable_adapter = bool(disable_adapter)
         config = getattr(model, "config", None)
         self.name = name or getattr(config, "name_or_path", None) or type(model).__name__

@@ -11,20 +11,15 @@ agreement between the two checks that the analysis follows the interpreter's sem
 
 from __future__ import annotations
 
-import ast
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flowgrpo.dsl import Workflow
 from flowgrpo.operators.interpreter import Limits, run_workflows
-from flowgrpo.operators.sandbox import ExecResult
-from flowgrpo.operators.simulation.executor import CRASH, SimulatedExecutor
+from flowgrpo.operators.simulation.executor import SimulatedExecutor, simulated_sandbox
 from flowgrpo.operators.simulation.model import latent_classes
 from flowgrpo.operators.simulation.params import SimulationParams
 from flowgrpo.operators.tasks.base import Problem
-
-_RETURN = re.compile(r"def solve\(\):\n    return (.+)\n\nprint\(solve\(\)\)\n?")
 
 
 @dataclass(frozen=True)
@@ -99,25 +94,6 @@ def enumerate_exact(
                 stack += [[*head, k] for k, w in enumerate(weights) if w > 0 and k != index]
     expected = sum(k * p for k, p in calls.items())
     return ExactResult(accuracy, expected, dict(sorted(calls.items())), paths)
-
-
-def simulated_sandbox(codes: Sequence[str], timeouts: Sequence[float]) -> list[ExecResult]:
-    """An in-process stand-in for the process sandbox that runs ONLY the simulated executor's
-    Programmer programs (``solve()`` returns a literal or raises the simulated bug), with the
-    output the real sandbox gives; anything else is refused, never executed."""
-    return [_run_simulated(code) for code in codes]
-
-
-def _run_simulated(code: str) -> ExecResult:
-    body = code.replace("# simulated executor\n", "", 1)
-    match = _RETURN.fullmatch(body)
-    if match:
-        value = ast.literal_eval(match.group(1))
-        return ExecResult(True, f"{value}\n", "", 0, False, "", 0.0)
-    if f'raise ValueError("{CRASH}")' in body:
-        stderr = f"Traceback (most recent call last):\nValueError: {CRASH}\n"
-        return ExecResult(False, "", stderr, 1, False, "exit code 1", 0.0)
-    return ExecResult(False, "", "", None, False, "not a simulated program (refused)", 0.0)
 
 
 __all__ = ["ExactResult", "enumerate_exact", "simulated_sandbox"]

@@ -25,6 +25,7 @@ word counts.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import logging
 import math
@@ -34,8 +35,10 @@ from typing import Any
 
 from flowgrpo.operators.checkers import check_answer, extract_number
 from flowgrpo.operators.llm import GenerationRequest, GenerationResult
+from flowgrpo.operators.sandbox import ExecResult
 from flowgrpo.operators.simulation import model
 from flowgrpo.operators.simulation.params import Probs, SimulationParams
+from flowgrpo.operators.simulation.settings import SANDBOXES
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +50,7 @@ REVIEW_FAIL = "FAIL: (simulated review) the final answer does not follow; rechec
 CRASH = "simulated bug in the generated program"
 _OFFSETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 20)
 _CANDIDATE = re.compile(r"\n\n\(([A-Z])\) ?")
+_RETURN = re.compile(r"def solve\(\):\n    return (.+)\n\nprint\(solve\(\)\)\n?")
 
 
 class NotSimulated(Exception):
@@ -64,6 +68,11 @@ class SimulatedExecutor:
             (:func:`operators.simulation.exact.enumerate_exact`) replaces it.
         latent: force every problem's latent class (exact enumeration); None draws it per
             problem from ``params.latent_shares``.
+        sandbox: who runs the Programmer programs it writes: ``"process"`` (the real process
+            sandbox, as for a model executor) or ``"in_process"`` (:func:`simulated_sandbox`:
+            the same answers without starting a process; refuses any other program). Exposed
+            as the ``sandbox`` attribute, which :func:`operators.interpreter.run_workflows`
+            uses when it is given none (None: the process sandbox).
     """
 
     def __init__(
@@ -72,9 +81,16 @@ class SimulatedExecutor:
         seed: int = 0,
         chooser: Chooser | None = None,
         latent: int | None = None,
+        sandbox: str = "process",
     ) -> None:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"SimulatedExecutor seed must be an integer, got {seed!r}")
+        if sandbox not in SANDBOXES:
+            raise ValueError(
+                f"SimulatedExecutor sandbox must be one of {SANDBOXES}, got {sandbox!r}"
+            )
+        self.sandbox = simulated_sandbox if sandbox == "in_process" else None
+        self.repeats_differ = True  # each repeat draws afresh (RequestContext.repeat)
         self.params = SimulationParams.from_dict(params)
         self.seed = seed
         self.chooser = chooser or _hash_chooser
@@ -119,6 +135,25 @@ class SimulatedExecutor:
         digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:16]
         call = _Call(self, problem, self.params.probs(level, latent), prompt, context, digest)
         return handler(call)
+
+
+def simulated_sandbox(codes: Sequence[str], timeouts: Sequence[float]) -> list[ExecResult]:
+    """An in-process stand-in for the process sandbox that runs ONLY the simulated executor's
+    Programmer programs (``solve()`` returns a literal or raises the simulated bug), with the
+    output the real sandbox gives; anything else is refused, never executed."""
+    return [_run_simulated(code) for code in codes]
+
+
+def _run_simulated(code: str) -> ExecResult:
+    body = code.replace("# simulated executor\n", "", 1)
+    match = _RETURN.fullmatch(body)
+    if match:
+        value = ast.literal_eval(match.group(1))
+        return ExecResult(True, f"{value}\n", "", 0, False, "", 0.0)
+    if f'raise ValueError("{CRASH}")' in body:
+        stderr = f"Traceback (most recent call last):\nValueError: {CRASH}\n"
+        return ExecResult(False, "", stderr, 1, False, "exit code 1", 0.0)
+    return ExecResult(False, "", "", None, False, "not a simulated program (refused)", 0.0)
 
 
 def _hash_chooser(weights: Sequence[float], key: tuple) -> int:
@@ -275,14 +310,16 @@ def make_simulated(section: Any = None, **kwargs: Any) -> SimulatedExecutor:
     if section is not None:
         settings = section.simulation
         logger.warning(NOTICE.format(seed=settings.seed, digest=settings.params.digest()))
-        return SimulatedExecutor(settings.params, seed=settings.seed)
-    unknown = sorted(set(kwargs) - {"params", "seed"})
+        return SimulatedExecutor(settings.params, seed=settings.seed, sandbox=settings.sandbox)
+    unknown = sorted(set(kwargs) - {"params", "seed", "sandbox"})
     if unknown:
         raise ValueError(
-            f"the simulated executor takes 'params' and 'seed', not {unknown}; put "
+            f"the simulated executor takes 'params', 'seed' and 'sandbox', not {unknown}; put "
             "probabilities under 'params'"
         )
-    return SimulatedExecutor(kwargs.get("params"), seed=kwargs.get("seed", 0))
+    return SimulatedExecutor(
+        kwargs.get("params"), seed=kwargs.get("seed", 0), sandbox=kwargs.get("sandbox", "process")
+    )
 
 
-__all__ = ["NOTICE", "NotSimulated", "SimulatedExecutor", "make_simulated"]
+__all__ = ["NOTICE", "NotSimulated", "SimulatedExecutor", "make_simulated", "simulated_sandbox"]

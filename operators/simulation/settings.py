@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 from flowgrpo.configuration import ConfigError, check, from_dict
 from flowgrpo.operators.simulation.params import SimulationParams
 
-__all__ = ["SimulationSettings"]
+__all__ = ["SANDBOXES", "SimulationSettings"]
+
+#: Who runs the simulated Programmer's programs (``executor.simulation.sandbox``).
+SANDBOXES = ("process", "in_process")
 
 #: Task names whose problems are not math (the simulated executor cannot run them).
 _CODE_TASKS = ("mbpp", "humaneval")
@@ -34,10 +37,23 @@ class SimulationSettings:
             takes one number, ``[easy, medium, hard]`` or ``{easy: .., medium: .., hard: ..}``.
             Unknown names are refused at load with the closest one. The same parameters drive
             the executor and the analytic ``sim/*`` metrics. The saved config.yaml lists all.
+        sandbox: who runs the simulated Programmer's programs: ``process`` (the real process
+            sandbox: a process per program) or ``in_process``
+            (the same outputs without a process; runs nothing but the simulation's own
+            programs). The same answers and verdicts (a crash's traceback is shortened to its
+            last line); in_process only saves time.
     """
 
     seed: int = 0
     params: SimulationParams = field(default_factory=SimulationParams)
+    sandbox: str = "process"
+
+    def __post_init__(self):
+        check(
+            self.sandbox in SANDBOXES,
+            "executor.simulation.sandbox",
+            "use " + " or ".join(SANDBOXES),
+        )
 
     @classmethod
     def _from_raw(cls, value, path: str) -> SimulationSettings:

@@ -55,7 +55,7 @@ def test_bad_params_name_the_field(data, field):
 def test_unknown_param_suggests_the_closest_field():
     with pytest.raises(ValueError, match="did you mean 'revise_fix'"):
         SimulationParams.from_dict({"revise_fx": 0.3})
-    with pytest.raises(ValueError, match="takes 'params' and 'seed'"):
+    with pytest.raises(ValueError, match="takes 'params', 'seed' and 'sandbox'"):
         make_backend("simulated", custom_correct=0.5)
 
 
@@ -206,6 +206,35 @@ def test_programmer_code_runs_in_the_real_sandbox():
     assert len(runs) == 1 + Limits().ops.programmer_retries
     assert all("simulated bug" in e.output for e in runs)  # the traceback of a real process
     assert bad.answer is not None and "final answer" in bad.answer  # Custom's solution stays
+
+
+def _last_line(entry) -> str:
+    return entry.output.strip().splitlines()[-1]
+
+
+def test_the_in_process_sandbox_gives_what_the_process_sandbox_gives():
+    # the executor's own runner is used when run_workflows is given none
+    pairs = [(w, p) for w in ("Programmer", "Custom -> Programmer") for p in PROBLEMS]
+    params = {"programmer_crash": 0.4}  # crashes and answers both
+    real = run_workflows(pairs, SimulatedExecutor(params, seed=0))
+    inline = run_workflows(pairs, SimulatedExecutor(params, seed=0, sandbox="in_process"))
+
+    def seen(results):  # a crash's traceback is shortened to its last line in process
+        return [
+            (r.answer, r.correct, r.calls, r.code_runs, r.error, *map(_last_line, r.trace))
+            for r in results
+        ]
+
+    assert seen(inline) == seen(real)
+    outputs = {e.output for r in real for e in r.trace if e.kind == "code"}
+    assert any("simulated bug" in o for o in outputs) and len(outputs) > 2
+
+
+def test_the_in_process_sandbox_refuses_other_programs():
+    (refused,) = simulated_sandbox(["import os\nprint(os.getcwd())"], [5.0])
+    assert not refused.ok and "refused" in refused.reason
+    with pytest.raises(ValueError, match="sandbox must be one of"):
+        SimulatedExecutor(sandbox="docker")
 
 
 def test_ensemble_and_review_outputs_parse_as_the_operators_expect():

@@ -14,6 +14,7 @@ from flowgrpo.operators.executor import ExecutorConfig
 from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.trainer.cli.app import main
 from flowgrpo.trainer.config import ConfigError, load_config, save_config, to_dict
+from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop.policy import wrap_lora
 
 #: The keys of releases before the section, written out by hand: old rollout key -> new key.
@@ -170,3 +171,13 @@ def test_eval_of_a_run_saved_with_the_old_keys(tmp_path):
     assert data["settings"]["executor"].startswith("simulated:seed=0")
     assert data["settings"]["executor_limits"]["max_llm_calls"] == 3
     assert data["sim/best_expected_accuracy"] == 1.0  # the old rollout.simulation was read
+
+
+@pytest.mark.parametrize(("kind", "warned"), [("shared", True), ("simulated", False)])
+def test_executions_warn_when_the_executor_cannot_answer_repeats_differently(caplog, kind, warned):
+    model, tok = build_tiny_model(seed=0)
+    cfg = load_config(None, (f"executor.kind={kind}", "rollout.executions=4"))
+    with caplog.at_level(logging.WARNING, logger="flowgrpo.trainer.loop.setup"):
+        llm, _ = setup.executor(cfg, model, tok)
+    assert llm is not None
+    assert ("decodes greedily: the repeats are identical" in caplog.text) is warned

@@ -78,14 +78,15 @@ def executor(cfg, model, tokenizer, given=None):
 
     if given is not None or not cfg.rollout.execute:
         return given, executor_limits(cfg.executor)
-    if cfg.rollout.executions > 1 and cfg.executor.kind != "simulated":
-        # model executors decode greedily: every repeat would return the first run's answer
+    llm, limits = build_executor(cfg.executor, model, tokenizer)
+    if cfg.rollout.executions > 1 and not getattr(llm, "repeats_differ", False):
+        # a greedy executor returns the first run's answer on every repeat
         logger.warning(
-            "rollout.executions = %d with executor.kind %r: its greedy decoding makes the "
-            "repeats identical (extra calls, no extra information); use executions: 1",
+            "rollout.executions = %d but executor %r decodes greedily: the repeats are "
+            "identical (extra calls, no extra information); use executions: 1",
             cfg.rollout.executions, cfg.executor.kind,
         )  # fmt: skip
-    return build_executor(cfg.executor, model, tokenizer)
+    return llm, limits
 
 
 def cache(cfg, run_dir: Path):
