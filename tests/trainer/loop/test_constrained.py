@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from flowgrpo.dsl import OperatorTable, validate
-from flowgrpo.operators.models import build_tiny_model
+from flowgrpo.operators.models import build_tiny_model, load_model
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.algorithms.logprobs import group_logprobs
 from flowgrpo.trainer.loop.constrain import unpack_allowed
@@ -36,6 +36,20 @@ def test_every_finished_constrained_sample_parses_and_validates():
     torch.manual_seed(0)
     r = generate_rollout(model, tok, [MATH, CODE], 250, 1.0, 1.0, 48, constrained="grammar")
     _check_every_finished_sample(r, 250, 150)  # 500 samples
+
+
+@pytest.mark.slow
+def test_every_finished_smollm2_sample_parses_and_validates():
+    # The CPU default policy (SmolLM2-135M, no adapter: the base model, which writes prose when
+    # free) under the constraint: 500 samples, math and code, in batches of 100 rows.
+    model, tok = load_model("default")
+    torch.manual_seed(0)
+    rollouts = [
+        generate_rollout(model, tok, [MATH, CODE], 50, 0.8, 1.0, 96, constrained="grammar")
+        for _ in range(5)
+    ]
+    for r in rollouts:
+        _check_every_finished_sample(r, 50, 80)  # of 100 rows per batch
 
 
 def _scores_of_generate(model, monkeypatch):
