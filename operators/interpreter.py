@@ -326,12 +326,27 @@ def run_workflows(
     limits = limits or DEFAULT_LIMITS
     check = check or check_answer
     sandbox = sandbox or getattr(llm, "sandbox", None) or _default_sandbox
-    results: list[ExecutionResult | None] = [None] * len(pairs)
-    todo: dict[tuple, tuple[Workflow, Problem, list[int], int]] = {}
     if repeats is not None and len(repeats) != len(pairs):
         raise ValueError(f"repeats has {len(repeats)} entries for {len(pairs)} pairs")
-    for i, (workflow, problem) in enumerate(pairs):
-        repeat = repeats[i] if repeats is not None else 0
+    results: list[ExecutionResult | None] = [None] * len(pairs)
+    todo = _plan(pairs, repeats or [0] * len(pairs), llm, limits, cache, operators, results)
+    keys = list(todo)
+    runs = [_start(todo[k][0], todo[k][1], limits, todo[k][3]) for k in keys]
+    _drive(runs, llm, limits, sandbox, on_round)
+    for key, run in zip(keys, runs):
+        result = _finish(run, check)
+        if cache is not None and not result.unscorable:
+            cache.put(key, result)
+        for i in todo[key][2]:
+            results[i] = result
+    return results  # type: ignore[return-value]
+
+
+def _plan(pairs, repeats, llm, limits, cache, operators, results) -> dict:
+    """Fill ``results`` for the invalid pairs and the cache hits; the runs still to make, as
+    {cache key: (workflow, problem, indices of the pairs it answers, repeat)}."""
+    todo: dict[tuple, tuple[Workflow, Problem, list[int], int]] = {}
+    for i, ((workflow, problem), repeat) in enumerate(zip(pairs, repeats)):
         report = validate(workflow, domain=problem.domain, operators=operators)
         if not report.ok:
             first = report.errors[0]
@@ -347,16 +362,7 @@ def run_workflows(
             results[i] = hit
         else:
             todo.setdefault(key, (report.workflow, problem, [], repeat))[2].append(i)
-    keys = list(todo)
-    runs = [_start(todo[k][0], todo[k][1], limits, todo[k][3]) for k in keys]
-    _drive(runs, llm, limits, sandbox, on_round)
-    for key, run in zip(keys, runs):
-        result = _finish(run, check)
-        if cache is not None and not result.unscorable:
-            cache.put(key, result)
-        for i in todo[key][2]:
-            results[i] = result
-    return results  # type: ignore[return-value]
+    return todo
 
 
 def _drive(runs: list[_Run], llm: LLM, limits: Limits, sandbox, on_round) -> None:

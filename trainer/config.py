@@ -134,12 +134,9 @@ class RolloutConfig:
         constrained: off or grammar (sample and score only grammar-valid text; CONSTRAINED.md).
         execute: run valid workflows with the executor (the ``executor`` section; accuracy/cost
             rewards); off = validity and diversity only.
-        executions: runs of each valid sampled workflow on its problem (>= 1); accuracy and cost
-            are the means over the runs, a lower-variance estimate of the workflow's value
-            (MetaAgent-X, arXiv 2605.14212, runs 4 per design). Each repeat costs a full run
-            of executor calls. The SIMULATED executor draws every repeat afresh; the model
-            executors decode greedily by default, so their repeats return the same answer (a warning
-            says so): keep 1 with them.
+        executions: runs of each valid sampled workflow (>= 1); accuracy and cost are their
+            means, a lower-variance reward (MetaAgent-X, arXiv 2605.14212, uses 4). Each costs
+            a full run of executor calls; greedy model executors repeat one answer (warned).
         cache_path: JSONL file for the execution cache (relative to the run dir), or null.
         cache_max_entries: results the execution cache keeps in memory (oldest evicted first;
             each is one workflow's answer on one problem, about 1 KB).
@@ -192,9 +189,7 @@ class RolloutConfig:
             check(getattr(self, name) in ok, f"rollout.{name}", "use " + " or ".join(ok))
         check(self.max_resample_rounds >= 0, "rollout.max_resample_rounds", "must be >= 0")
         check(
-            isinstance(self.executions, int)
-            and not isinstance(self.executions, bool)
-            and self.executions >= 1,
+            isinstance(self.executions, int) and self.executions >= 1,
             "rollout.executions",
             "must be an integer >= 1 (runs of each sampled workflow; 1 = run once)",
         )
