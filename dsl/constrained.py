@@ -4,8 +4,9 @@ domain and operator table, written as a Lark grammar for an incremental token ma
 
 Every string the constraint grammar accepts parses with ``workflow.lark`` and passes
 :func:`~flowgrpo.dsl.validate.validate` for its domain, except for the call budget
-(``too_many_calls``), which a context-free grammar cannot count compactly and which ``validate``
-still checks. The rules it encodes, beyond the syntax:
+(``too_many_calls``), which a context-free grammar can count only with rules per call count
+(``budget=True``: exact, but too slow to sample with) and which ``validate`` still checks.
+The rules it encodes, beyond the syntax:
 
 * operators: only the table's names allowed for the domain (user operators included), by role;
   an instruction ``("...")`` only on operators that take one (at most 48 characters);
@@ -70,14 +71,79 @@ def _depth_rules(d: int, has: dict) -> list[str]:
     return rules
 
 
+def _budget_rules(f: str, d: int, budget: int, has: dict, loops: int) -> list[str]:
+    """Rules of family ``f`` at remaining depth ``d`` indexed by their exact worst-case call
+    count c = 1..budget (``validate.count_calls``: a chain and a parallel block add, a loop
+    multiplies, a conditional is its check plus its longer branch)."""
+    rules = []
+    for c in range(1, budget + 1):
+        units = [f"op_{f}"] if c == 1 else []
+        units.append(f'"(" seq_{f}{d}_{c} ")"')
+        steps = [f"unit_{f}{d}_{c}"]
+        if d > 0:
+            if c >= 2:
+                units.append(f"par_{f}{d}_{c}")
+            loop = [n for n in range(1, loops + 1) if c % n == 0]
+            steps += [f'unit_{f}{d - 1}_{c // n} " * {n}"' for n in loop]
+            if has["ens"] and c >= 3:
+                steps.append(f'par_{f}{d}_{c - 1} " -> " op_ens')
+            if f == "s" and has["chk"]:
+                m, b = c - 1, f"branch{d - 1}"
+                steps.append(f'op_chk " ? " {b}_{m} " : " {b}le_{m}')
+                if m > 0:
+                    steps.append(f'op_chk " ? " {b}le_{m - 1} " : " {b}_{m}')
+            if c >= 2:
+                e = d - 1
+                heads = [f'"[" seq_{f}{e}_{a} ", " plist_{f}{e}_{c - a} "]"' for a in range(1, c)]
+                rules.append(f"par_{f}{d}_{c}: " + " | ".join(heads))
+        splits = range(1, c)
+        seqs = [f"step_{f}{d}_{c}", *(f'step_{f}{d}_{a} " -> " seq_s{d}_{c - a}' for a in splits)]
+        plist = [f"seq_{f}{d}_{c}", *(f'seq_{f}{d}_{a} ", " plist_{f}{d}_{c - a}' for a in splits)]
+        rules += [
+            f"unit_{f}{d}_{c}: " + " | ".join(units),
+            f"step_{f}{d}_{c}: " + " | ".join(steps),
+        ]
+        rules += [f"seq_{f}{d}_{c}: " + " | ".join(seqs), f"plist_{f}{d}_{c}: " + " | ".join(plist)]
+    return rules
+
+
+def _branch_rules(d: int, budget: int) -> list[str]:
+    """``branch{d}_{m}``: a branch of exactly m calls ("done" is 0); ``branch{d}le_{m}``: at
+    most m."""
+    rules = [f'branch{d}_0: "done"', f"branch{d}le_0: branch{d}_0"]
+    for m in range(1, budget):
+        rules.append(f"branch{d}_{m}: unit_s{d}_{m}")
+        rules.append(f"branch{d}le_{m}: branch{d}le_{m - 1} | branch{d}_{m}")
+    return rules
+
+
+def _budget_grammar(op_rules: dict, has: dict, limits: Limits) -> list[str]:
+    budget, top = limits.max_calls, limits.max_depth
+    starts = " | ".join(f"seq_h{top}_{c}" for c in range(1, budget + 1))
+    lines = [f"start: {starts}", *[r for r in op_rules.values() if r is not None]]
+    for d in range(top + 1):
+        for f in ("h", "s"):
+            lines += _budget_rules(f, d, budget, has, limits.max_loop_count)
+        if d < top:
+            lines += _branch_rules(d, budget)
+    return lines
+
+
 def workflow_grammar(
-    domain: str, operators: OperatorTable | None = None, limits: Limits | None = None
+    domain: str,
+    operators: OperatorTable | None = None,
+    limits: Limits | None = None,
+    budget: bool = False,
 ) -> str:
     """The Lark text of the constraint grammar for ``domain`` (see the module docstring).
 
     ``operators``: the run's table (None: the process-wide table); ``limits``: the validator's
-    bounds (None: the defaults). Raises ValueError when the domain has no generator (no
-    workflow can be valid then).
+    bounds (None: the defaults). ``budget``: also encode the call budget (``max_calls``) with
+    rules indexed by their exact worst-case call count, so that every accepted string passes
+    ``validate``; exact, but its text is about 95x longer and, with llguidance, 36x slower to start a
+    matcher and 80x slower per token on average (scripts/bench_grammar_budget.py), so the
+    sampler does not use it. Raises ValueError when the domain has no generator (no workflow
+    can be valid then).
     """
     table = operators if operators is not None else _default_table()
     limits = limits if limits is not None else DEFAULT_LIMITS
@@ -91,6 +157,9 @@ def workflow_grammar(
     if op_rules["op_h"] is None:
         raise ValueError(f"the {domain} domain has no generator: no workflow can be valid")
     has = {"chk": op_rules["op_chk"] is not None, "ens": op_rules["op_ens"] is not None}
+    if budget:
+        lines = _budget_grammar(op_rules, has, limits)
+        return "\n".join([*lines, f"STRING: {_STRING}"]) + "\n"
     top = limits.max_depth
     counts = " | ".join(f'"{i}"' for i in range(1, limits.max_loop_count + 1))
     lines = [f"start: seq_h{top}", *[r for r in op_rules.values() if r is not None]]

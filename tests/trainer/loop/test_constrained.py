@@ -3,14 +3,16 @@ exactly the constrained distribution generate sampled from, user operators are r
 
 from collections import Counter
 
+import llguidance
 import pytest
 import torch
 
 from flowgrpo.dsl import OperatorTable, validate
+from flowgrpo.dsl.constrained import workflow_grammar
 from flowgrpo.operators.models import build_tiny_model, load_model
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.algorithms.logprobs import group_logprobs
-from flowgrpo.trainer.loop.constrain import unpack_allowed
+from flowgrpo.trainer.loop.constrain import grammar_tokenizer, unpack_allowed
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
 from flowgrpo.trainer.loop.rollout import generate_rollout
 
@@ -158,3 +160,48 @@ def test_constraint_metrics_are_reported_and_null_without_the_constraint():
     )
     free = generate_rollout(model, tok, [MATH], 2, 1.0, 1.0, 8)
     assert constraint_metrics(free, details[:2]) == dict.fromkeys(CONSTRAINT_KEYS)
+
+
+BUDGET_CASES = [  # (workflow, worst-case calls); the default limit is 20
+    ("(Custom -> Review ? Revise : done) * 5 -> Format", 16),
+    (
+        "(Custom -> Review ? Revise : done) * 5 -> Format -> Format -> Format -> Format -> Format",
+        20,
+    ),
+    (
+        "(Custom -> Review ? Revise : done) * 5 -> Format -> Format -> Format -> Format -> Format"
+        " -> Format",
+        21,
+    ),
+    (
+        "[Programmer, Programmer, Programmer] -> ScEnsemble -> (Review ? Revise : done) * 5"
+        " -> (Review ? Revise : done) * 4",
+        22,
+    ),
+    ("((Custom -> Custom) * 2 -> Custom) * 4", 20),
+    ("((Custom -> Custom) * 2 -> Custom) * 5", 25),
+    ("Custom -> Review ? ((Revise -> Revise) * 5) : done", 12),
+    ("Custom -> Review ? ((Revise -> Revise) * 5) : ((Revise -> Revise) * 4) -> Custom * 5", 17),
+    ("Custom -> Review ? ((Revise -> Revise) * 5) : done -> (Custom -> Custom) * 4", 20),
+    ("Custom -> Review ? ((Revise -> Revise) * 5) : done -> (Custom -> Custom) * 5", 22),
+    ("[Custom, [AnswerGenerate, Custom] -> ScEnsemble] -> MdEnsemble", 5),
+]
+
+
+@pytest.mark.parametrize(("workflow", "calls"), BUDGET_CASES)
+def test_the_budget_grammar_accepts_exactly_the_workflows_within_the_call_budget(workflow, calls):
+    # the plain grammar accepts every case; with budget=True exactly those validate accepts
+    report = validate(workflow, domain="math")
+    assert report.syntax_ok and report.calls == calls, (report.errors, report.calls)
+    model, tok = build_tiny_model(seed=0)
+    ll = grammar_tokenizer(tok, model.config.vocab_size, [tok.eos_token_id])
+    text = report.canonical
+
+    def accepts(budget: bool) -> bool:
+        grammar = llguidance.LLMatcher.grammar_from_lark(workflow_grammar("math", budget=budget))
+        matcher = llguidance.LLMatcher(ll, grammar, log_level=0)
+        tokens = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        return all(matcher.consume_token(t) for t in tokens)
+
+    assert accepts(budget=False)
+    assert accepts(budget=True) is (calls <= 20) is report.ok
