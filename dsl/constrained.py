@@ -140,9 +140,9 @@ def workflow_grammar(
     ``operators``: the run's table (None: the process-wide table); ``limits``: the validator's
     bounds (None: the defaults). ``budget``: also encode the call budget (``max_calls``) with
     rules indexed by their exact worst-case call count, so that every accepted string passes
-    ``validate``; exact, but its text is about 95x longer and, with llguidance, 36x slower to start a
-    matcher and 80x slower per token on average (scripts/bench_grammar_budget.py), so the
-    sampler does not use it. Raises ValueError when the domain has no generator (no workflow
+    ``validate``; exact, but its text is about 95x longer and, with llguidance, 36x slower to
+    start a matcher and 80x slower per token on average (scripts/bench_grammar_budget.py), so
+    the sampler does not use it. Raises ValueError when the domain has no generator (no workflow
     can be valid then).
     """
     table = operators if operators is not None else _default_table()
