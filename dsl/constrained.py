@@ -99,11 +99,8 @@ def _budget_rules(f: str, d: int, budget: int, has: dict, loops: int) -> list[st
         splits = range(1, c)
         seqs = [f"step_{f}{d}_{c}", *(f'step_{f}{d}_{a} " -> " seq_s{d}_{c - a}' for a in splits)]
         plist = [f"seq_{f}{d}_{c}", *(f'seq_{f}{d}_{a} ", " plist_{f}{d}_{c - a}' for a in splits)]
-        rules += [
-            f"unit_{f}{d}_{c}: " + " | ".join(units),
-            f"step_{f}{d}_{c}: " + " | ".join(steps),
-        ]
-        rules += [f"seq_{f}{d}_{c}: " + " | ".join(seqs), f"plist_{f}{d}_{c}: " + " | ".join(plist)]
+        named = {"unit": units, "step": steps, "seq": seqs, "plist": plist}
+        rules += [f"{name}_{f}{d}_{c}: " + " | ".join(alts) for name, alts in named.items()]
     return rules
 
 

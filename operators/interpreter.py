@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from flowgrpo.dsl import (
     Cond,
@@ -330,22 +330,31 @@ def run_workflows(
         raise ValueError(f"repeats has {len(repeats)} entries for {len(pairs)} pairs")
     results: list[ExecutionResult | None] = [None] * len(pairs)
     todo = _plan(pairs, repeats or [0] * len(pairs), llm, limits, cache, operators, results)
-    keys = list(todo)
-    runs = [_start(todo[k][0], todo[k][1], limits, todo[k][3]) for k in keys]
+    runs = [_start(p.workflow, p.problem, limits, p.repeat) for p in todo.values()]
     _drive(runs, llm, limits, sandbox, on_round)
-    for key, run in zip(keys, runs):
+    for (key, pending), run in zip(todo.items(), runs):
         result = _finish(run, check)
         if cache is not None and not result.unscorable:
             cache.put(key, result)
-        for i in todo[key][2]:
+        for i in pending.indices:
             results[i] = result
     return results  # type: ignore[return-value]
 
 
-def _plan(pairs, repeats, llm, limits, cache, operators, results) -> dict:
-    """Fill ``results`` for the invalid pairs and the cache hits; the runs still to make, as
-    {cache key: (workflow, problem, indices of the pairs it answers, repeat)}."""
-    todo: dict[tuple, tuple[Workflow, Problem, list[int], int]] = {}
+class _Pending(NamedTuple):
+    """A run still to make: its workflow and problem, which execution it is, and the indices
+    of the pairs it answers (identical pairs of one batch run once)."""
+
+    workflow: Workflow
+    problem: Problem
+    repeat: int
+    indices: list[int]
+
+
+def _plan(pairs, repeats, llm, limits, cache, operators, results) -> dict[tuple, _Pending]:
+    """Fill ``results`` for the invalid pairs and the cache hits; the runs still to make, by
+    cache key."""
+    todo: dict[tuple, _Pending] = {}
     for i, ((workflow, problem), repeat) in enumerate(zip(pairs, repeats)):
         report = validate(workflow, domain=problem.domain, operators=operators)
         if not report.ok:
@@ -361,7 +370,7 @@ def _plan(pairs, repeats, llm, limits, cache, operators, results) -> dict:
         if hit is not None:
             results[i] = hit
         else:
-            todo.setdefault(key, (report.workflow, problem, [], repeat))[2].append(i)
+            todo.setdefault(key, _Pending(report.workflow, problem, repeat, [])).indices.append(i)
     return todo
 
 

@@ -11,7 +11,6 @@ trainer's advantage estimators and reads ``table.scores`` directly.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -89,18 +88,17 @@ def prepare_samples(
         )
     if isinstance(executions, bool) or not isinstance(executions, int) or executions < 1:
         raise ValueError(f"executions must be an integer >= 1, got {executions!r}")
-    run = functools.partial(
-        run_workflows, llm=llm, limits=limits, cache=cache, check=check, sandbox=sandbox,
-        operators=operators,
+    return _execute(
+        samples, todo, executions, llm=llm, limits=limits, cache=cache, check=check,
+        sandbox=sandbox, operators=operators,
     )  # fmt: skip
-    return _execute(samples, todo, executions, run)
 
 
-def _execute(samples: list[Sample], todo: list[int], executions: int, run) -> list[Sample]:
-    """``samples`` with the rows ``todo`` executed ``executions`` times each, in one call of
-    ``run`` (``run_workflows`` with its settings bound)."""
+def _execute(samples: list[Sample], todo: list[int], executions: int, **run) -> list[Sample]:
+    """``samples`` with the rows ``todo`` executed ``executions`` times each, in one
+    :func:`run_workflows` call (``run``: its other arguments)."""
     pairs = [(samples[i].canonical, samples[i].problem) for i in todo for _ in range(executions)]
-    results = run(pairs, repeats=[r for _ in todo for r in range(executions)])
+    results = run_workflows(pairs, repeats=[r for _ in todo for r in range(executions)], **run)
     for n, i in enumerate(todo):
         first, *rest = results[n * executions : (n + 1) * executions]
         samples[i] = replace(samples[i], execution=first, repeats=tuple(rest))

@@ -71,8 +71,6 @@ class HFBackend:
         self.max_new_tokens = int(max_new_tokens)
         self.batch_size = int(batch_size)
         self.temperature = float(temperature)
-        # repeated runs of one workflow (rollout.executions) differ only when sampling
-        self.repeats_differ = self.temperature > 0
         self.disable_adapter = bool(disable_adapter)
         config = getattr(model, "config", None)
         self.name = name or getattr(config, "name_or_path", None) or type(model).__name__
@@ -101,6 +99,11 @@ class HFBackend:
         model, tokenizer = load_model(name_or_path, gguf_file=gguf_file, dtype=dtype, device=device)
         kwargs.setdefault("name", model_name(name_or_path, gguf_file))
         return cls(model, tokenizer, **kwargs)
+
+    @property
+    def repeats_differ(self) -> bool:
+        """Repeated runs of one workflow (``rollout.executions``) differ only when sampling."""
+        return self.temperature > 0
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """One result per request, in order; failures become results with ``error`` set."""

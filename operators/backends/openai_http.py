@@ -103,8 +103,6 @@ class OpenAIBackend:
             raise ValueError("max_retries, backoff_s, max_backoff_s and temperature must be >= 0")
         self.max_new_tokens = int(max_new_tokens)
         self.temperature = float(temperature)
-        # repeated runs of one workflow (rollout.executions) differ only when sampling
-        self.repeats_differ = self.temperature > 0
         self.connect_timeout_s = float(connect_timeout_s)
         self.read_timeout_s = float(read_timeout_s)
         self.max_retries = int(max_retries)
@@ -173,6 +171,11 @@ class OpenAIBackend:
         self.close()
 
     # -- generation ------------------------------------------------------------------------
+
+    @property
+    def repeats_differ(self) -> bool:
+        """Repeated runs of one workflow (``rollout.executions``) differ only when sampling."""
+        return self.temperature > 0
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """One result per request, in order; at most ``concurrency`` requests in flight."""

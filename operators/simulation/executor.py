@@ -75,6 +75,9 @@ class SimulatedExecutor:
             uses when it is given none (None: the process sandbox).
     """
 
+    #: every repeat of a workflow draws afresh (``RequestContext.repeat`` is in the draw key)
+    repeats_differ = True
+
     def __init__(
         self,
         params: SimulationParams | Mapping[str, Any] | None = None,
@@ -90,7 +93,6 @@ class SimulatedExecutor:
                 f"SimulatedExecutor sandbox must be one of {SANDBOXES}, got {sandbox!r}"
             )
         self.sandbox = simulated_sandbox if sandbox == "in_process" else None
-        self.repeats_differ = True  # each repeat draws afresh (RequestContext.repeat)
         self.params = SimulationParams.from_dict(params)
         self.seed = seed
         self.chooser = chooser or _hash_chooser
