@@ -351,11 +351,24 @@ def save(args, results: dict) -> Path:
     return path
 
 
-def main(argv=None) -> None:
+def checked_worlds(args) -> list:
+    """Every world file and every run's config read before any training: a bad path, world or
+    ``--set`` ends the script at once with the reason, not after the first worlds have run."""
+    from flowgrpo.configuration import ConfigError
     from flowgrpo.operators.simulation.worlds import load_world
 
+    try:
+        worlds = [load_world(w) for w in args.worlds] or [None]
+        for world in worlds:
+            config_of(args, None, world)
+    except (ConfigError, ValueError, OSError) as exc:
+        sys.exit(f"error: {exc}")
+    return worlds
+
+
+def main(argv=None) -> None:
     args = parse_args(argv)
-    worlds = [load_world(w) for w in args.worlds] or [None]
+    worlds = checked_worlds(args)
     base = base_model(config_of(args, None))
     results: dict = {}
     for world in worlds:

@@ -54,3 +54,21 @@ def test_worlds_each_get_their_runs_start_and_mode(tmp_path):
     for name in data["worlds"]:
         assert (tmp_path / "runs" / "t" / name / "seed0" / "metrics.jsonl").exists()
     assert not (tmp_path / "RESULTS.md").exists()  # --no-write
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        (["--set", "rewards.no_such_key=1"], "unknown key rewards.no_such_key"),
+        (["--world", "configs/worlds/no-such-world.yaml"], "does not exist"),
+    ],
+)
+def test_bad_override_or_world_stops_before_training_with_the_reason(tmp_path, extra, reason):
+    cmd = [sys.executable, str(REPO / "scripts" / "learn_known_optimum.py"), "--smoke",
+           "--seeds", "0", "--no-write", "--out", str(tmp_path),
+           "--runs-dir", str(tmp_path / "runs"),
+           "--world", "configs/worlds/cheap.yaml", *extra]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 1
+    assert reason in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "runs").exists()  # nothing trained
