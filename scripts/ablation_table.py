@@ -10,6 +10,11 @@ verdict per world:
 
     python scripts/ablation_table.py runs/screen/known_optimum-*.json
     python scripts/ablation_table.py docs/ablations/*.json --targets
+X
+
+``--merge`` joins files of one setting run in parts (other seeds, other sessions) into one row;
+the worlds' starts must agree, a seed may appear once per world, and overrides that differ
+between the files are listed on stderr (the user decides they are the same setting).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("files", nargs="+", help="known_optimum-TAG.json files")
     p.add_argument("--targets", action="store_true", help="add the issue's per-world verdict")
+    p.add_argument("--merge", metavar="NAME", help="one row from all files (seeds joined)")
     p.add_argument("--save", metavar="DIR", help="also copy each file here with its deadlock "
                    "steps replayed (a copy that reads the same without the raw runs)")  # fmt: skip
     return p.parse_args(argv)
@@ -131,24 +137,53 @@ def rows(data: dict, targets: bool) -> list[str]:
     return out
 
 
+def merged(files: list[tuple[str, dict]], name: str) -> dict:
+    """One setting from several files: each world's runs joined (its start must agree)."""
+    first = files[0][1]
+    out = {"tag": name, "overrides": first.get("overrides") or [], "worlds": {}}
+    for path, data in files:
+        differ = sorted(set(data.get("overrides") or []) ^ set(out["overrides"]))
+        if differ:
+            print(f"note: {path}: overrides differ from {files[0][0]}: {differ}", file=sys.stderr)
+        for world_name, world in data["worlds"].items():
+            into = out["worlds"].setdefault(world_name, {"start": world["start"], "runs": []})
+            a, b = into["start"]["sim/valid_regret"], world["start"]["sim/valid_regret"]
+            if abs(a - b) > 1e-9:
+                sys.exit(f"{path}: world {world_name}: start {b} differs from {a}; not one setting")
+            seeds = {r["seed"] for r in into["runs"]}
+            for run in world["runs"]:
+                if run["seed"] in seeds:
+                    sys.exit(f"{path}: world {world_name}: seed {run['seed']} is in two files")
+                into["runs"].append(run)
+    return out
+
+
+def read(path: str) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        sys.exit(f"{path}: cannot read it as a learn_known_optimum JSON file ({exc})")
+    if "worlds" not in data:
+        sys.exit(f"{path}: no 'worlds' key; pass a known_optimum-TAG.json file")
+    return data
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     header = HEADER + (TARGET_HEADER if args.targets else "")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
-    for path in args.files:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            sys.exit(f"{path}: cannot read it as a learn_known_optimum JSON file ({exc})")
-        if "worlds" not in data:
-            sys.exit(f"{path}: no 'worlds' key; pass a known_optimum-TAG.json file")
-        lines += rows(data, args.targets)
-        if args.save:
-            for world in data["worlds"].values():
-                world["runs"] = [with_current_deadlocks(r) for r in world["runs"]]
-            out = Path(args.save) / Path(path).name
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    files = [(path, read(path)) for path in args.files]
+    if args.merge:
+        lines += rows(merged(files, args.merge), args.targets)
+    else:
+        for _, data in files:
+            lines += rows(data, args.targets)
+    for path, data in files if args.save else ():
+        for world in data["worlds"].values():
+            world["runs"] = [with_current_deadlocks(r) for r in world["runs"]]
+        out = Path(args.save) / Path(path).name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(data, indent=1), encoding="utf-8")
     print("\n".join(lines))
 
 

@@ -97,3 +97,30 @@ def test_save_writes_a_copy_with_the_replayed_deadlocks(tmp_path, capsys):
     saved = json.loads((tmp_path / "saved" / path.name).read_text())
     assert saved["worlds"]["w"]["runs"][0]["alerts"]["deadlock"] == [3]
     assert "| 1 / 0 |" in capsys.readouterr().out
+
+
+def _seeded(seed, vor):
+    return {**_run(vor, True, 0.3), "seed": seed}
+
+
+def test_merge_joins_the_seeds_of_several_files_into_one_row(tmp_path, capsys):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(_data([_seeded(0, 0.05), _seeded(1, 0.07)])))
+    b.write_text(json.dumps({**_data([_seeded(2, 0.09)]), "overrides": ["a=1", "b=2"]}))
+    ablation.main([str(a), str(b), "--merge", "joined"])
+    out, err = capsys.readouterr()
+    rows = [line for line in out.splitlines() if line.startswith("| joined")]
+    assert len(rows) == 1 and "| 3/3 |" in rows[0]  # three seeds, all below the start 0.2
+    assert "0.200 → 0.070 ±" in rows[0]  # mean of 0.05, 0.07, 0.09
+    assert "b=2" in err  # the differing override is named
+
+
+def test_merge_refuses_a_seed_twice_or_starts_that_differ(tmp_path):
+    a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    a.write_text(json.dumps(_data([_seeded(0, 0.05)])))
+    b.write_text(json.dumps(_data([_seeded(0, 0.06)])))
+    c.write_text(json.dumps(_data([_seeded(1, 0.06)], start=0.3)))
+    with pytest.raises(SystemExit, match="seed 0 is in two files"):
+        ablation.main([str(a), str(b), "--merge", "m"])
+    with pytest.raises(SystemExit, match=r"start 0\.3 differs"):
+        ablation.main([str(a), str(c), "--merge", "m"])
