@@ -205,14 +205,14 @@ class AlgorithmConfig:
     """Advantage estimator, policy loss and update schedule.
 
     Attributes:
-        advantage: grpo, dr_grpo, rloo, global or gdpo (trainer.algorithms.advantages).
-            Default dr_grpo: no std division, so a small reward gap gives a small advantage
-            (Dr. GRPO, arXiv 2503.20783) — the K=2 ±1 failure cannot happen.
+        advantage: grpo, dr_grpo, rloo, global or gdpo (trainer.algorithms.advantages; looked
+            up when the run is built). Default dr_grpo: no std division, so a small reward gap
+            gives a small advantage (Dr. GRPO, arXiv 2503.20783): no K=2 ±1 failure.
         loss: policy loss, aggregation, clipping, KL, entropy terms
             (trainer.algorithms.losses.LossConfig).
         num_iterations: μ, updates per rollout (old log-probs stored when μ > 1).
-        entropy_control: an entropy coefficient steered toward a target entropy (Skywork-OR1;
-            trainer.algorithms.entropy_control.EntropyControl); off by default.
+        entropy_control: the entropy coefficient and/or the sampling temperature steered toward
+            a target entropy (trainer.algorithms.entropy_control.EntropyControl); off by default.
     """
 
     advantage: str = "dr_grpo"
@@ -221,7 +221,6 @@ class AlgorithmConfig:
     entropy_control: EntropyControl = field(default_factory=EntropyControl)
 
     def __post_init__(self):
-        # the estimator is looked up in ESTIMATORS when the run environment is built
         check(isinstance(self.advantage, str), "algorithm.advantage", "name an estimator")
         check(self.num_iterations >= 1, "algorithm.num_iterations", "must be >= 1")
 
@@ -410,6 +409,7 @@ class TrainConfig:
             "normaliser must be the generation budget; leave it unset (derived) or make them equal",
         )
         self.executor.check_task(self.rollout.task)  # e.g. an executor for math problems only
+        self.algorithm.entropy_control.check_temperature(self.rollout.temperature)
 
     @property
     def logprob_mode(self) -> str:

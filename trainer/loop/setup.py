@@ -106,6 +106,15 @@ def prepare_run(cfg, run_dir: Path, resume: bool, overwrite: bool, main_process:
     """Run-directory checks, then (main process) clear an overwritten run and write config.yaml;
     the checkpoint to resume from or None (see :mod:`.rundir`)."""
 
+    control = cfg.algorithm.entropy_control
+    hotter = control.target is not None and control.temperature_delta > 0
+    if hotter and cfg.rollout.constrained == "off":
+        logger.warning(  # a hotter unconstrained sample is more often prose (the seed's failure)
+            "algorithm.entropy_control raises the sampling temperature (up to %.2f) while "
+            "rollout.constrained is off: hotter samples write more prose; set "
+            "rollout.constrained: grammar, or keep max_temperature near rollout.temperature",
+            control.max_temperature,
+        )  # fmt: skip
     return prepare_run_dir(cfg, run_dir, resume, overwrite, main_process)
 
 

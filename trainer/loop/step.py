@@ -57,7 +57,8 @@ class StepEnv:
     """What sampling and scoring read (built once by the Trainer; never mutated here, except
     that scoring appends to the diversity ``history`` and the execution ``cache``).
     ``environment`` is the run's: its prompt is rendered, its operator table validates, its
-    executor runs the workflows."""
+    executor runs the workflows. ``temperature``: this step's sampling temperature (None:
+    ``rollout.temperature``; the entropy controller's temperature lever sets it)."""
 
     config: TrainConfig
     model: torch.nn.Module
@@ -65,6 +66,7 @@ class StepEnv:
     environment: RunEnvironment
     cache: ExecutionCache | None
     history: RecentWorkflows
+    temperature: float | None = None
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ def sample_and_score(env: StepEnv, problems: Sequence[Problem]) -> Scored:
         env.tokenizer,
         problems,
         r.num_generations,
-        r.temperature,
+        r.temperature if env.temperature is None else env.temperature,
         r.top_p,
         r.max_new_tokens,
         r.generate_merged,

@@ -94,3 +94,49 @@ def test_tied_groups_get_an_entropy_only_update_while_the_controller_acts(tmp_pa
 def test_tied_groups_get_no_update_with_the_controller_off(tmp_path, monkeypatch):
     seen, lines = _tied_run(tmp_path, monkeypatch)
     assert seen == [] and all(line["skipped_update"] for line in lines)
+
+
+def test_the_temperature_lever_samples_and_scores_each_step_at_its_temperature(
+    tmp_path, monkeypatch
+):
+    fake, sampled, scored = text_rollout(mixed()), [], []
+
+    def spy_rollout(model, tokenizer, problems, group_size, temperature, *args, **kwargs):
+        sampled.append(temperature)
+        return fake(model, tokenizer, problems, group_size, temperature, *args, **kwargs)
+
+    real = trainer_mod.policy_update
+
+    def spy_update(model, optimizer, scheduler, batch, settings):
+        scored.append(settings.temperature)
+        return real(model, optimizer, scheduler, batch, settings)
+
+    monkeypatch.setattr(step_mod, "generate_rollout", spy_rollout)
+    monkeypatch.setattr(trainer_mod, "policy_update", spy_update)
+    lever = ("algorithm.entropy_control.target=100", "algorithm.entropy_control.max_coef=0",
+             "algorithm.entropy_control.temperature_delta=0.25",
+             "algorithm.entropy_control.max_temperature=1.6", "logging.save_every=1")  # fmt: skip
+    lines = train(tmp_path, *lever, "optim.max_steps=3")
+    # tiny.yaml samples at 0.8; every step is below the target: +0.25 a step, capped at 1.6
+    assert [line["temperature"] for line in lines] == pytest.approx([0.8, 1.05, 1.3])
+    assert sampled == pytest.approx([0.8, 1.05, 1.3])
+    assert scored == pytest.approx(sampled)  # log-probs at the temperature each step sampled at
+    sampled.clear()
+    train(tmp_path, *lever, "optim.max_steps=5", resume=True)
+    assert sampled == pytest.approx([1.55, 1.6])  # resumed at the saved 1.55, then the cap
+
+
+@pytest.mark.parametrize(("constrained", "warned"), [("off", True), ("grammar", False)])
+def test_the_temperature_lever_warns_only_when_sampling_is_unconstrained(
+    tmp_path, caplog, constrained, warned
+):
+    from flowgrpo.trainer.loop import setup
+
+    cfg = load_config(
+        "configs/tiny.yaml",
+        (f"rollout.constrained={constrained}", "algorithm.entropy_control.target=0.3",
+         "algorithm.entropy_control.temperature_delta=0.1"),
+    )  # fmt: skip
+    with caplog.at_level("WARNING", logger=setup.__name__):
+        setup.prepare_run(cfg, tmp_path / "run", False, False, True)
+    assert ("hotter samples write more prose" in caplog.text) == warned
