@@ -53,10 +53,10 @@ def test_above_the_target_no_bonus_is_applied(tmp_path, coefs):
     assert all(line["entropy"] > 1e-6 for line in lines)
 
 
-def test_off_passes_the_configured_coefficient_and_adds_no_key(tmp_path, coefs):
+def test_off_passes_the_configured_coefficient_and_leaves_the_keys_null(tmp_path, coefs):
     lines = train(tmp_path, "algorithm.loss.entropy_coef=0.003", "optim.max_steps=2")
     assert coefs == [0.003, 0.003]
-    assert "entropy_coef" not in lines[0]
+    assert lines[0]["entropy_coef"] is None and lines[0]["temperature"] is None
 
 
 def test_a_resumed_run_continues_the_saved_coefficient(tmp_path, coefs):
