@@ -27,6 +27,7 @@ from flowgrpo.trainer.algorithms.entropy_control import EntropyControl
 from flowgrpo.trainer.algorithms.losses import LossConfig
 from flowgrpo.trainer.monitoring.health import HealthConfig
 from flowgrpo.trainer.monitoring.trackers import TRACKERS
+from flowgrpo.trainer.sft_config import SFTConfig
 
 logger = logging.getLogger(__name__)
 
@@ -252,59 +253,6 @@ class OptimConfig:
 
 
 @dataclass(frozen=True)
-class SFTConfig:
-    """Format SFT (``flowgrpo sft``): a LoRA adapter taught to write the DSL by plain
-    cross-entropy on its completion tokens, to start RL from (``model.init_adapter``), as
-    TRL's SFTTrainer / verl's SFT stage precede RL. The model, lora, task, prompt, temperature
-    and max_new_tokens are the run's own sections, so the adapter fits the run.
-
-    Attributes:
-        data: ``grammar`` (workflows drawn from the run's operator table, stratified so that no
-            workflow dominates: ``dsl.generate.stratified_workflow``, one per training problem)
-            or ``jsonl:PATH`` (your pairs: one ``{"question", "workflow"[, "domain"]}`` object
-            per line, the question rendered with the run's prompt).
-        examples: training problems drawn for ``grammar`` (pairs longer than
-            ``rollout.max_new_tokens`` are dropped).
-        batch_size: pairs per optimizer step. lr: AdamW learning rate. max_steps: at most.
-        eval_every / eval_from: held-out validity is measured every ``eval_every`` steps from
-            step ``eval_from`` (and at the last step); each check samples ``eval_problems``
-            validation problems x ``eval_k`` at the rollout temperature.
-        target_validity: stop once held-out validity reaches it (null: run max_steps). The
-            default 0.45 leaves the RL room to learn the format (the known-optimum start).
-        seed: draws, batch order and sampling.
-    """
-
-    data: str = "grammar"
-    examples: int = 400
-    batch_size: int = 8
-    lr: float = 5e-4
-    max_steps: int = 40
-    eval_every: int = 2
-    eval_from: int = 10
-    eval_problems: int = 16
-    eval_k: int = 4
-    target_validity: float | None = 0.45
-    seed: int = 0
-
-    def __post_init__(self):
-        check(
-            self.data == "grammar" or str(self.data).startswith("jsonl:"),
-            "sft.data",
-            "use grammar or jsonl:PATH (one {question, workflow} object per line)",
-        )
-        for name in ("examples", "batch_size", "max_steps", "eval_every", "eval_problems",
-                     "eval_k"):  # fmt: skip
-            check(getattr(self, name) >= 1, f"sft.{name}", "must be >= 1")
-        check(self.eval_from >= 0, "sft.eval_from", "must be >= 0")
-        check(self.lr > 0 and math.isfinite(self.lr), "sft.lr", "must be a positive number")
-        check(
-            self.target_validity is None or 0 < self.target_validity <= 1,
-            "sft.target_validity",
-            "must be in (0, 1], or null to run max_steps",
-        )
-
-
-@dataclass(frozen=True)
 class LoggingConfig:
     """Where and how often to write, and which experiment trackers get the metrics.
 
@@ -410,6 +358,12 @@ class TrainConfig:
         )
         self.executor.check_task(self.rollout.task)  # e.g. an executor for math problems only
         self.algorithm.entropy_control.check_temperature(self.rollout.temperature)
+        check(
+            loss.reference == "base" or bool(self.model.init_adapter),
+            "algorithm.loss.reference",
+            "init_adapter anchors the KL to the adapter the run starts from: set "
+            "model.init_adapter, or use reference: base",
+        )
 
     @property
     def logprob_mode(self) -> str:

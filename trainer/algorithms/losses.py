@@ -116,6 +116,11 @@ class LossConfig:
             (same repository, recipe/dapo/7b_kl_cov.sh); verl falls back to 2e-4 when unset.
         beta: weight of the k3 KL to the reference policy (Schulman's estimator, as GRPO,
             arXiv 2402.03300). 0 = no reference forward pass needed.
+        reference: the policy the KL anchors to. ``base``: the base weights, adapter disabled
+            (TRL's GRPOTrainer with PEFT). ``init_adapter``: the adapter the run started from
+            (``model.init_adapter``), loaded a second time and frozen, as TRL's DPO
+            ``ref_adapter_name``: a format-trained start writes workflows where the base model
+            writes prose, so the KL keeps the run near a policy that writes many workflows.
         entropy_coef: entropy bonus; minimising the total with entropy_coef > 0 RAISES the
             entropy (a negative value is an entropy penalty). Default 0.
         top_entropy_frac: if set, only the top fraction of valid tokens by entropy get policy
@@ -138,6 +143,7 @@ class LossConfig:
     kl_cov_ratio: float = 2e-3
     kl_cov_coef: float = 1.0
     beta: float = 0.0
+    reference: str = "base"
     entropy_coef: float = 0.0
     top_entropy_frac: float | None = None
     mask_truncated: bool = False
@@ -177,6 +183,8 @@ def _real(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+#: what ``reference`` may name (the KL's anchor; see LossConfig)
+REFERENCES = ("base", "init_adapter")
 _UNIT = "use a value in [0, 1): the ratio floor 1 - epsilon must stay positive"
 _SHARE = "a share of tokens: use a value in (0, 1]"
 _NONNEG = "use a finite number >= 0"
@@ -197,6 +205,7 @@ _RULES: tuple[tuple[str, Callable[[object], bool], str], ...] = (
     ("kl_cov_ratio", lambda v: _real(v) and 0 < v <= 1, _SHARE),
     ("kl_cov_coef", lambda v: _real(v) and v >= 0, _NONNEG),
     ("beta", lambda v: _real(v) and v >= 0, _NONNEG),
+    ("reference", lambda v: v in REFERENCES, "use base or init_adapter (needs model.init_adapter)"),
     ("entropy_coef", _real, "use a finite number (> 0 raises entropy, < 0 lowers it)"),
     (
         "top_entropy_frac",

@@ -63,7 +63,8 @@ def save_checkpoint(
     tmp = _temp_dir(run_dir, step, final)
     os.chmod(tmp, _folder_mode())  # mkdtemp makes 0700; a checkpoint follows the umask
     try:
-        model.save_pretrained(tmp / "adapter")
+        # the trained adapter only (a frozen reference copy, if loaded, is the start's)
+        model.save_pretrained(tmp / "adapter", selected_adapters=[model.active_adapter])
         torch.save(
             {
                 "optimizer": optimizer.state_dict(),

@@ -16,8 +16,8 @@ from transformers import get_scheduler
 from flowgrpo.operators.cache import ExecutionCache
 from flowgrpo.operators.executor import build_executor, executor_limits
 from flowgrpo.operators.models import load_model
-from flowgrpo.trainer.loop.init_adapter import load_init_adapter
-from flowgrpo.trainer.loop.policy import _pad, wrap_lora
+from flowgrpo.trainer.loop.init_adapter import adapter_dir, load_init_adapter
+from flowgrpo.trainer.loop.policy import _pad, add_reference_adapter, wrap_lora
 from flowgrpo.trainer.loop.rundir import prepare_run_dir
 from flowgrpo.trainer.monitoring.metrics import MetricsWriter
 from flowgrpo.trainer.monitoring.trackers import accelerator_kwargs, start_trackers
@@ -42,6 +42,8 @@ def policy(cfg, model=None, tokenizer=None, device=None):
         raise ValueError("a model was passed without its tokenizer")
     if m.init_adapter:  # model.init_adapter: start from a saved adapter (its shape checked)
         peft_model = load_init_adapter(model, m.init_adapter, cfg.lora, m.gradient_checkpointing)
+        if cfg.algorithm.loss.reference == "init_adapter" and cfg.algorithm.loss.beta > 0:
+            add_reference_adapter(peft_model, adapter_dir(m.init_adapter))
     else:
         peft_model = wrap_lora(model, cfg.lora, m.gradient_checkpointing)
     tokenizer = _pad(tokenizer)
