@@ -99,9 +99,9 @@ def test_reference_init_adapter_is_the_frozen_start_while_the_policy_moves(tmp_p
 
 
 def test_reference_init_adapter_needs_an_init_adapter():
-    with pytest.raises(ConfigError, match="algorithm.loss.reference: init_adapter anchors"):
+    with pytest.raises(ConfigError, match=r"algorithm\.loss\.reference: init_adapter anchors"):
         load_config(CONFIG, ("algorithm.loss.reference=init_adapter",))
-    with pytest.raises(ConfigError, match="algorithm.loss.reference"):
+    with pytest.raises(ConfigError, match=r"algorithm\.loss\.reference"):
         load_config(CONFIG, ("algorithm.loss.reference=start",))
 
 
