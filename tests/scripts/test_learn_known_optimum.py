@@ -41,7 +41,9 @@ def test_worlds_each_get_their_runs_start_and_mode(tmp_path):
     worlds = [REPO / "configs" / "worlds" / f"{w}.yaml" for w in ("cheap", "answer-ensembles")]
     cmd = [sys.executable, str(REPO / "scripts" / "learn_known_optimum.py"), "--smoke",
            "--seeds", "0", "--tag", "t", "--no-write", "--out", str(tmp_path),
-           "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
+           "--runs-dir", str(tmp_path / "runs"),
+           # the settings configs/known-optimum.yaml adopted (issue 20), on the tiny policy
+           "--set", "rollout.constrained=grammar", "--set", "rollout.executions=2"]  # fmt: skip
     for world in worlds:
         cmd += ["--world", str(world)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
