@@ -90,9 +90,9 @@ class Trainer:
             max_grad_norm=cfg.optim.max_grad_norm,
             world_size=self.world,
         )
-        # algorithm.entropy_control: the coefficient, the temperature, the entropy they answered
+        # algorithm.entropy_control: the coefficient and the entropy it last answered (the
+        # sampling temperature it moves lives in update_settings and the step env)
         self.entropy_coef, self.last_entropy = cfg.algorithm.loss.entropy_coef, None
-        self.temperature = cfg.rollout.temperature
         self._setup(model, tokenizer, executor, resume, overwrite)
 
     # ------------------------------------------------------------------ setup
@@ -115,7 +115,13 @@ class Trainer:
         if resume:
             self._resume()
         self.env = steps.StepEnv(
-            cfg, self.model, self.tokenizer, self.environment, self.cache, self.history
+            cfg,
+            self.model,
+            self.tokenizer,
+            self.environment,
+            self.cache,
+            self.history,
+            self.update_settings.temperature,
         )
         self.writer = setup.writer(cfg, self.run_dir, self.accelerator, resume)
 
@@ -133,7 +139,8 @@ class Trainer:
         if state.get("entropy_control"):
             saved = state["entropy_control"]
             self.entropy_coef, self.last_entropy = saved["coef"], saved["entropy"]
-            self.temperature = saved.get("temperature", self.temperature)
+            temperature = saved.get("temperature", self.update_settings.temperature)
+            self.update_settings = replace(self.update_settings, temperature=temperature)
         for name in ("metrics.jsonl", "samples.jsonl"):
             truncate_jsonl(self.run_dir / name, self.step)
         logger.info("resumed from %s at step %d", path, self.step)
@@ -199,7 +206,7 @@ class Trainer:
             "entropy_control": {
                 "coef": self.entropy_coef,
                 "entropy": self.last_entropy,
-                "temperature": self.temperature,
+                "temperature": self.update_settings.temperature,
             },
         }
         return save_checkpoint(
@@ -215,8 +222,7 @@ class Trainer:
     def _train_step(self) -> dict:
         """One step: collect -> advantages (once) -> metrics -> guard -> update -> health."""
         start = time.perf_counter()
-        env = replace(self.env, temperature=self.temperature)  # the controller may move it
-        first = steps.first_rollout(env, self.sampler.draw)
+        first = steps.first_rollout(self.env, self.sampler.draw)
         metrics = {"step": self.step, **steps.rollout_metrics_of(first)}
         hooks = self.environment.hooks  # plugins' metrics hooks that are on for this run
         metrics.update(rollout_hook_metrics(hooks, first.table, first.rollout))
@@ -225,7 +231,7 @@ class Trainer:
         if rollback:
             collected = steps.untrained(first)
         else:
-            collected = steps.collect(env, self.sampler.draw, first)
+            collected = steps.collect(self.env, self.sampler.draw, first)
         adv_N = steps.compute_train_advantages(self.config, collected.train)
         metrics.update(self._mean_over_ranks(steps.train_metrics(collected, adv_N)))
         batch = None
@@ -237,8 +243,9 @@ class Trainer:
             # No gradient this step: loss and norm are truly 0 (the zero_grad check reads them);
             # the rest was not computed.
             update = {key: None for key in UPDATE_KEYS} | {"loss": 0.0, "grad_norm": 0.0}
-            settings = replace(self.update_settings, temperature=self.temperature)
-            update["entropy"] = rollout_entropy(self.model, collected.first.rollout, settings)
+            update["entropy"] = rollout_entropy(
+                self.model, collected.first.rollout, self.update_settings
+            )
             updated = False
         else:
             if self.config.health.guard == "rollback":
@@ -288,7 +295,7 @@ class Trainer:
         coef = applied_entropy_coef(self.entropy_coef, self.last_entropy, control)
         metrics["entropy_coef"] = coef
         loss = replace(self.update_settings.loss, entropy_coef=coef)
-        return replace(self.update_settings, loss=loss, temperature=self.temperature)
+        return replace(self.update_settings, loss=loss)
 
     def _adapt_entropy_coef(self, metrics: dict) -> None:
         """After the step: move the coefficient toward the target entropy (the automatic
@@ -297,7 +304,7 @@ class Trainer:
         if control.target is None:
             return
         metrics.setdefault("entropy_coef", 0.0)  # a step without an update applied none
-        metrics["temperature"] = self.temperature  # this step sampled and scored at it
+        metrics["temperature"] = self.update_settings.temperature  # sampled and scored at it
         entropy = metrics.get("entropy")
         coef = next_entropy_coef(self.entropy_coef, entropy, control)
         if coef > 0 and self.entropy_coef == 0:
@@ -306,14 +313,17 @@ class Trainer:
                 self.step, entropy, control.target, coef,
             )  # fmt: skip
         base = self.config.rollout.temperature
-        temperature = next_temperature(self.temperature, entropy, control, base)
-        if temperature > base and self.temperature == base:
+        current = self.update_settings.temperature
+        temperature = next_temperature(current, entropy, control, base)
+        if temperature > base and current == base:
             logger.info(
                 "step %d: entropy %.3f below target %.3f: sampling temperature raised to %.2f",
                 self.step, entropy, control.target, temperature,
             )  # fmt: skip
         self.entropy_coef, self.last_entropy = coef, entropy
-        self.temperature = temperature
+        # one source for the next step: sampling (env) and scoring (update settings)
+        self.update_settings = replace(self.update_settings, temperature=temperature)
+        self.env = replace(self.env, temperature=temperature)
 
     def _mean_over_ranks(self, metrics: dict) -> dict:
         """Numeric metrics averaged over processes (None/NaN left out); others as rank 0's."""
