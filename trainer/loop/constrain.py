@@ -94,14 +94,18 @@ class GrammarMask(LogitsProcessor):
     every matcher the token sampled at the previous call. A row whose matcher has stopped (it
     sampled the end token) is left unmasked: ``generate`` pads it and the loss ignores it.
     ``bits``: the packed mask of every call, [N, W] int32 each (see :meth:`allowed_bits`).
+    ``endgame``: keeps every row finishable inside the token and call budgets (it edits the
+    row's bits before they are applied and stored; :mod:`.endgame`).
     ``removed``: per call, [N] the probability mass the mask took away from the sampling
     distribution (``temperature`` applied here: ``generate`` hands a custom processor the raw
     logits and tempers after it; renormalising over the allowed tokens moved that mass onto
     them), 0 for stopped rows.
     """
 
-    def __init__(self, matchers: list, prompt_len: int, vocab_size: int, temperature=1.0):
+    def __init__(self, matchers: list, prompt_len: int, vocab_size: int, temperature=1.0,
+                 endgame=None):  # fmt: skip
         self.matchers, self.prompt_len, self.vocab_size = matchers, prompt_len, vocab_size
+        self.endgame = endgame  # an endgame.EndGame, or None: the grammar alone
         self.temperature = temperature if temperature > 0 else 1.0  # greedy: the raw logits
         self.bits: list[torch.Tensor] = []
         self.removed: list[torch.Tensor] = []
@@ -118,6 +122,8 @@ class GrammarMask(LogitsProcessor):
                 bits[i] = ALL_ALLOWED
             else:
                 llt.fill_next_token_bitmask(m, bits, i)
+                if self.endgame is not None:
+                    self.endgame.restrict(i, input_ids[i, self.prompt_len :].tolist(), m, bits[i])
         self.bits.append(bits)
         allowed = unpack_allowed(bits, scores.shape[-1]).to(scores.device)
         kept_N = (torch.softmax(scores.float() / self.temperature, dim=-1) * allowed).sum(-1)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache, TopPLogitsWarper
 
+from flowgrpo.dsl.validate import DEFAULT_LIMITS
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.loop.constrain import (
     CONSTRAINED_MODES,
@@ -24,6 +25,7 @@ from flowgrpo.trainer.loop.constrain import (
     make_matchers,
     pad_bits,
 )
+from flowgrpo.trainer.loop.endgame import EndGame
 from flowgrpo.trainer.loop.policy import merged_adapter
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
 
@@ -146,8 +148,8 @@ def generate_rollout(
     prompt is prefilled once and its KV cache repeated K times (:func:`prefill_prompts`).
     ``prompt``: the run's prompt and operator table (None: the built-in prompt).
     ``constrained``: ``grammar`` masks every token the workflow grammar of the problem's domain
-    cannot continue with (:class:`~.constrain.GrammarMask`; ``limits``: the run's dsl Limits);
-    ``off`` samples freely.
+    cannot continue with, and finishes every row inside ``max_new_tokens`` and the call budget
+    of ``limits`` (the run's dsl Limits; :mod:`.constrain`, :mod:`.endgame`); ``off``: free.
     """
     start = time.perf_counter()
     prompt = prompt if prompt is not None else PolicyPrompt()
@@ -168,7 +170,8 @@ def generate_rollout(
         with torch.no_grad(), merged_adapter(model, merge):
             ids = enc["input_ids"].to(device).repeat_interleave(group_size, dim=0)
             mask = enc["attention_mask"].to(device).repeat_interleave(group_size, dim=0)
-            grammar = _grammar_mask(constrained, model, tokenizer, problems, ids, prompt, limits)
+            grammar = _grammar_mask(constrained, model, tokenizer, problems, ids, prompt,
+                                    limits, max_new_tokens)  # fmt: skip
             sampling, extra = _masked_sampling(sampling, grammar, top_p, temperature)
             if prefill_once:
                 extra["past_key_values"] = prefill_prompts(model, prompt_ids, group_size)
@@ -201,9 +204,10 @@ def _masked_sampling(sampling: dict, grammar: GrammarMask | None, top_p: float, 
     return sampling, {"logits_processor": [grammar]}
 
 
-def _grammar_mask(constrained, model, tokenizer, problems, ids_NP, prompt, limits):
+def _grammar_mask(constrained, model, tokenizer, problems, ids_NP, prompt, limits, max_new):
     """The mask processor of one ``generate`` call, one matcher per row of the left-padded
-    prompts ``ids_NP`` (K consecutive rows per problem); None when ``constrained`` is off."""
+    prompts ``ids_NP`` (K consecutive rows per problem), with the end game that keeps each row
+    finishable within ``max_new`` tokens and the call budget; None when ``constrained`` is off."""
     if constrained not in CONSTRAINED_MODES:
         raise ValueError(f"constrained must be one of {CONSTRAINED_MODES}, got {constrained!r}")
     if constrained == "off":
@@ -214,7 +218,9 @@ def _grammar_mask(constrained, model, tokenizer, problems, ids_NP, prompt, limit
     k = ids_NP.shape[0] // len(problems)
     domains = [p.domain for p in problems for _ in range(k)]
     matchers = make_matchers(ll_tokenizer, domains, prompt.operators, limits)
-    return GrammarMask(matchers, ids_NP.shape[1], vocab)
+    limits = limits if limits is not None else DEFAULT_LIMITS
+    endgame = EndGame(tokenizer, max_new, domains, prompt.operators, limits, eos[0])
+    return GrammarMask(matchers, ids_NP.shape[1], vocab, endgame=endgame)
 
 
 def _left_padded(tokenizer, texts: list[str]):

@@ -1,0 +1,203 @@
+"""The shortest way to finish a partial workflow: the sampler's end game (docs/CONSTRAINED.md).
+
+A sample cut by ``max_new_tokens`` does not parse, and a workflow written past the call budget
+does not validate. The constrained sampler (``trainer/loop/constrain.py``) avoids both by
+asking, for the text written so far, how it can be finished at the least cost:
+:func:`shortest_closing` scans the prefix (written in the constraint grammar's canonical
+spacing, :mod:`dsl.constrained`) into a stack of open constructs and closes each one with the
+shortest legal text: ``")`` for an instruction, ``1`` for a loop count, the domain's shortest
+generator for a missing operand (``done`` in a branch), ``, G]`` for a parallel block of one
+branch, ``]`` / ``)`` for the others, `` : done`` for an open conditional. The result is
+scanned back (optionally checked with :func:`~dsl.validate.validate`), and carries the
+worst-case call count of the finished workflow: the least any finish of the prefix can cost
+(a closing adds only the operands every finish needs, loop counts of 1 and ``done`` branches).
+
+Pure text, no matcher: the caller maps the closing to tokens and checks them against its own
+matcher.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from flowgrpo.dsl.operators import GENERATOR, OperatorTable
+from flowgrpo.dsl.operators import default_table as _default_table
+from flowgrpo.dsl.validate import DEFAULT_LIMITS, Limits, validate
+
+_AFTER = (" -> ", " * ", " ? ", " : ", ", ", "]", ")", "(")  # what may follow a unit
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BRANCH = ("then", "else")
+
+
+@dataclass(frozen=True)
+class Closing:
+    """How to finish a prefix: ``text`` to append (possibly empty) and ``calls``, the worst-case
+    operator calls of the finished workflow (``validate.count_calls``)."""
+
+    text: str
+    calls: int
+
+
+@dataclass
+class _Frame:
+    """An open construct and the worst-case calls counted in it so far (``count_calls``'s
+    rules: a chain and a parallel block add, a loop multiplies, a conditional is its check
+    plus its longer branch)."""
+
+    kind: str  # top | group | par | then | else
+    branches: int = 1
+    total: int = 0  # calls of the current chain (of the current branch, in a par)
+    last: int = 0  # calls of the chain's last unit (what a loop count multiplies)
+    done: int = 0  # par: calls of the finished branches; else: calls of the then branch
+
+
+def _unit(frames: list[_Frame], calls: int) -> None:
+    frames[-1].total += calls
+    frames[-1].last = calls
+
+
+def _pop(frames: list[_Frame]) -> None:
+    """Close the top construct and count it as a unit of the one below."""
+    frame = frames.pop()
+    if frame.kind == "else":
+        _unit(frames, max(frame.done, frame.total))  # the check is already counted
+    else:
+        _unit(frames, frame.done + frame.total)
+
+
+def _after_unit(text: str, i: int, frames: list[_Frame]) -> tuple[int, str] | None:
+    """Consume what follows a complete unit at ``i``: (new position, new state), or None."""
+    lit = next((a for a in _AFTER if text.startswith(a, i)), None)
+    if lit is None:
+        return None
+    if lit in (" -> ", ", ", "]", ")"):
+        while frames[-1].kind == "else":  # a conditional ends with its else branch
+            _pop(frames)
+    need = {" : ": "then", ", ": "par", "]": "par", ")": "group"}.get(lit)
+    if need is not None and frames[-1].kind != need:
+        return None  # not this construct's separator: the text is not a prefix
+    state = {" * ": "count", "(": "open", "]": "after", ")": "after"}.get(lit, "operand")
+    top = frames[-1]
+    if lit == " ? ":
+        frames.append(_Frame("then"))
+    elif lit == " : ":
+        top.kind, top.done, top.total = "else", top.total, 0
+    elif lit == ", ":
+        top.branches, top.done, top.total = top.branches + 1, top.done + top.total, 0
+    elif lit in ("]", ")"):
+        _pop(frames)
+    return i + len(lit), state
+
+
+def _scan(text: str, names: frozenset[str]) -> tuple[list[_Frame], str, int]:
+    """(open constructs, state, where the scan stopped) for a canonical prefix. State: operand
+    (a unit is due), after (a unit ended), count (after `` * ``), open (after ``Name(``),
+    string (inside an instruction), shut (after its closing quote)."""
+    frames, state, i, n = [_Frame("top")], "operand", 0, len(text)
+    while i < n:
+        if state == "string":
+            j = text.find('"', i)
+            i, state = (n, state) if j < 0 else (j + 1, "shut")
+        elif state in ("open", "shut", "count"):
+            ok = {"open": text[i] == '"', "shut": text[i] == ")", "count": text[i].isdigit()}
+            if state == "count" and ok[state]:
+                digits = re.match(r"\d+", text[i:]).group()
+                top = frames[-1]  # the loop repeats its unit: count - 1 more times
+                top.total, top.last = top.total + top.last * (int(digits) - 1), 0
+                i, state = i + len(digits), "after"
+                continue
+            if not ok[state]:
+                break
+            i, state = i + 1, {"open": "string", "shut": "after"}[state]
+        elif state == "operand":
+            if text[i] in "([":
+                frames.append(_Frame("group" if text[i] == "(" else "par"))
+                i += 1
+                continue
+            word = _NAME.match(text, i)
+            if word is None or word.group() not in names | {"done"}:
+                break
+            _unit(frames, 0 if word.group() == "done" else 1)
+            i, state = word.end(), "after"
+        else:
+            step = _after_unit(text, i, frames)
+            if step is None:
+                break
+            i, state = step
+    return frames, state, i
+
+
+def _close(frames: list[_Frame], state: str, generator: str) -> str:
+    """The text that closes every open construct from ``state`` (no partial lexeme)."""
+    head = {"string": '")', "open": '"")', "shut": ")", "count": "1"}.get(state, "")
+    if state == "operand":
+        head = "done" if frames[-1].kind in _BRANCH else generator
+    tail = []
+    for frame in reversed(frames[1:]):
+        if frame.kind == "then":
+            tail.append(" : done")
+        elif frame.kind == "group":
+            tail.append(")")
+        elif frame.kind == "par":
+            tail.append(("" if frame.branches >= 2 else f", {generator}") + "]")
+    return head + "".join(tail)
+
+
+def _completions(rest: str, state: str, names: frozenset[str]) -> list[str]:
+    """The ways to complete a cut lexeme ``rest`` (a proper prefix of a name or a literal)."""
+    words = names | {"done"} if state == "operand" else set(_AFTER)
+    return sorted(w[len(rest) :] for w in words if w.startswith(rest) and w != rest)
+
+
+def shortest_closing(
+    prefix: str,
+    domain: str = "math",
+    operators: OperatorTable | None = None,
+    limits: Limits | None = None,
+    measure: Callable[[str], int] = len,
+    check: bool = False,
+) -> Closing | None:
+    """The shortest text (by ``measure``, e.g. a token count) that finishes ``prefix``, with the
+    finished workflow's worst-case calls; None when the prefix cannot be scanned. ``check``:
+    also run :func:`~dsl.validate.validate` on the result (None when it fails, e.g. over the
+    call budget); without it the count comes from the scan alone (about 10x faster), and only a
+    prefix cut inside an ambiguous separator is validated. ``prefix`` is assumed to be a prefix
+    of a valid workflow in canonical spacing (what the constraint grammar lets through).
+
+    >>> shortest_closing("[Programmer, Custom").text
+    ']'
+    >>> shortest_closing("Custom -> Review ? (Revise", check=True)
+    Closing(text=') : done', calls=3)
+    """
+    table = operators if operators is not None else _default_table()
+    names = table.for_domain(domain)
+    gens = sorted((n for n in table.names_with_role(GENERATOR) if n in names), key=measure)
+    if not gens:
+        return None
+    frames, state, i = _scan(prefix, names)
+    cuts = [""] if i == len(prefix) else _completions(prefix[i:], state, names)
+    candidates = []
+    for cut in cuts:
+        f2, s2, j = (frames, state, i) if not cut else _scan(prefix + cut, names)
+        if j == len(prefix) + len(cut):
+            candidates.append(cut + _close(f2, s2, gens[0]))
+    # a cut lexeme with several completions (" " opens " -> ", " * ", " ? " or " : ") may
+    # complete into a separator the construct does not take (" * " after a loop): validate
+    check = check or len(candidates) > 1
+    for text in sorted(candidates, key=measure):
+        frames, state, j = _scan(prefix + text, names)
+        while state == "after" and frames[-1].kind == "else":  # a conditional at the end
+            _pop(frames)
+        if j < len(prefix + text) or len(frames) > 1 or state != "after":
+            continue
+        if (
+            check
+            and not validate(
+                prefix + text, domain=domain, limits=limits or DEFAULT_LIMITS, operators=table
+            ).ok
+        ):
+            continue
+        return Closing(text, frames[0].total)
+    return None

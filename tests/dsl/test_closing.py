@@ -1,0 +1,79 @@
+"""shortest_closing: every prefix of a valid workflow closes into a valid workflow, with the
+call count validate's own counter gives; the shortest finish on hand-checked prefixes."""
+
+import random
+
+import pytest
+
+from flowgrpo.dsl import Limits, OperatorTable, validate
+from flowgrpo.dsl.closing import shortest_closing
+from flowgrpo.dsl.generate import random_workflow
+from flowgrpo.dsl.validate import count_calls
+
+
+def _valid_workflows(domain: str, n: int, seed: int) -> list[str]:
+    rng, out = random.Random(seed), []
+    while len(out) < n:
+        report = validate(random_workflow(rng), domain=domain)
+        if report.ok:
+            out.append(report.canonical)
+    return out
+
+
+@pytest.mark.parametrize("domain", ["math", "code"])
+def test_every_prefix_of_a_valid_workflow_closes_with_validates_call_count(domain):
+    for text in _valid_workflows(domain, 150, seed=7):
+        for k in range(len(text) + 1):
+            closing = shortest_closing(text[:k], domain)
+            assert closing is not None, text[:k]
+            report = validate(text[:k] + closing.text, domain=domain)
+            assert report.ok, (text[:k], closing, [e.code for e in report.errors])
+            assert closing.calls == count_calls(report.workflow.root), text[:k]
+        assert shortest_closing(text, domain).text == ""
+
+
+@pytest.mark.parametrize(
+    ("prefix", "text", "calls"),
+    [
+        ("", "Custom", 1),
+        ("Pro", "grammer", 1),
+        ("[", "Custom, Custom]", 2),
+        ("[Programmer", ", Custom]", 2),
+        ("[Programmer, Custom] -> Md", "Ensemble", 3),
+        ("Custom -> Review ? ", "done : done", 2),
+        ("Custom -> Review ? (Revise", ") : done", 3),
+        ('Custom("abc', '")', 1),
+        ("(Custom -> Review ? Revise : done) * ", "1", 3),
+        ("(Custom -> Review ? Revise : done) * 3", "", 9),
+        ("Custom * 2 ", "-> Custom", 3),  # not "* 1": a loop step cannot loop again
+        ("[(Programmer -> Review ? (Revise", ") : done), Custom]", 4),
+    ],
+)
+def test_the_shortest_finish_by_hand(prefix, text, calls):
+    assert shortest_closing(prefix, "math") == shortest_closing(prefix, "math", check=True)
+    closing = shortest_closing(prefix, "math")
+    assert (closing.text, closing.calls) == (text, calls)
+
+
+def test_a_finish_over_the_call_budget_is_refused_only_when_checked():
+    prefix = "(Custom -> Custom) * 5 -> "  # already 10 calls; the finish adds one
+    assert shortest_closing(prefix, "math").calls == 11
+    assert shortest_closing(prefix, "math", limits=Limits(max_calls=10), check=True) is None
+
+
+def test_a_user_generator_finishes_when_it_is_the_shortest():
+    table = OperatorTable.from_data([{"name": "Go", "role": "generator", "domains": ["math"]}])
+    assert shortest_closing("[Go", "math", operators=table).text == ", Go]"
+
+
+def test_text_that_is_not_a_prefix_has_no_closing():
+    assert shortest_closing("Custom ]", "math") is None
+    assert shortest_closing("Nope", "math") is None
+
+
+def test_the_measure_picks_the_finish():
+    # by characters "Custom"; by a measure that prices Custom high, another generator
+    def measure(s: str) -> int:
+        return len(s) + (100 if "Custom" in s else 0)
+
+    assert shortest_closing("", "math", measure=measure).text != "Custom"

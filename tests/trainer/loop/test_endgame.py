@@ -1,0 +1,75 @@
+"""The end game of constrained sampling: packed-mask edits, and that it acts where a row would
+otherwise run past its token budget (the samples themselves: test_constrained.py)."""
+
+import torch
+from llguidance.torch import allocate_token_bitmask, fill_next_token_bitmask
+
+from flowgrpo.dsl import Limits
+from flowgrpo.operators.models import build_tiny_model
+from flowgrpo.operators.tasks.base import Problem
+from flowgrpo.trainer.loop import endgame
+from flowgrpo.trainer.loop.constrain import grammar_tokenizer, make_matchers, unpack_allowed
+from flowgrpo.trainer.loop.rollout import generate_rollout
+
+MATH = Problem("a", "math", "What is 2 + 2?", "4")
+
+
+def test_only_allows_exactly_the_listed_tokens_including_the_sign_bit():
+    bits_W = torch.full((4,), -1, dtype=torch.int32)
+    endgame.only(bits_W, [0, 31, 63, 100])
+    assert unpack_allowed(bits_W, 128).nonzero().flatten().tolist() == [0, 31, 63, 100]
+    assert endgame.unpack_row(bits_W) == [0, 31, 63, 100]
+
+
+def _kept_endgames(monkeypatch) -> list:
+    kept, plain = [], endgame.EndGame.__init__
+
+    def init(self, *args, **kwargs):
+        plain(self, *args, **kwargs)
+        kept.append(self)
+
+    monkeypatch.setattr(endgame.EndGame, "__init__", init)
+    return kept
+
+
+def test_a_tight_token_budget_is_met_by_filtering(monkeypatch):
+    kept = _kept_endgames(monkeypatch)
+    model, tok = build_tiny_model(seed=1)
+    torch.manual_seed(0)
+    r = generate_rollout(model, tok, [MATH], 64, 1.0, 1.0, 16, constrained="grammar")
+    assert not r.truncated_N.any()
+    assert kept[-1].filtered > 0 and not kept[-1].unclosable
+
+
+def _after(text: str, max_new: int, limits=None):
+    """A game, a matcher fed ``text`` and the grammar's mask for the next token."""
+    model, tok = build_tiny_model(seed=1)
+    ll = grammar_tokenizer(tok, model.config.vocab_size, [tok.eos_token_id])
+    (matcher,) = make_matchers(ll, ["math"], None)
+    game = endgame.EndGame(tok, max_new, ["math"], None, limits or Limits(), tok.eos_token_id)
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert matcher.consume_tokens(ids)
+    bits_W = allocate_token_bitmask(1, model.config.vocab_size)[0]
+    fill_next_token_bitmask(matcher, bits_W.unsqueeze(0), 0)
+    return game, tok, ids, matcher, bits_W
+
+
+def test_inside_an_instruction_the_finish_is_forced_when_no_room_is_left(monkeypatch):
+    monkeypatch.setattr(endgame, "MAX_CHECKED", 0)  # as a large vocabulary: not token by token
+    game, tok, ids, matcher, bits_W = _after('Custom("abc', 0, None)
+    game.max_new_tokens = len(ids) + 3  # '"', ')' and the end token: exactly the finish
+    game.restrict(0, ids, matcher, bits_W)
+    quote, close = tok('")', add_special_tokens=False)["input_ids"]
+    assert endgame.unpack_row(bits_W) == [quote]
+    assert game.queue[0] == [close, tok.eos_token_id] and game.forced_rows == {0}
+
+
+def test_far_from_both_budgets_the_mask_is_left_alone():
+    game, tok, ids, matcher, bits_W = _after("[Custom, Custom", 200)
+    before = bits_W.clone()
+    game.restrict(0, ids, matcher, bits_W)
+    assert torch.equal(bits_W, before) and game.filtered == 0
+    tight = endgame.EndGame(tok, len(ids) + 3, ["math"], None, Limits(), tok.eos_token_id)
+    tight.restrict(0, ids, matcher, bits_W)  # 3 left: ", " cannot finish in time any more
+    assert tight.filtered == 1
+    assert {tok.decode([t]) for t in endgame.unpack_row(bits_W)} == {"]"}

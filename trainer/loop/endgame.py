@@ -1,0 +1,154 @@
+"""The constrained sampler's end game: every row finishes as a valid workflow, inside
+``max_new_tokens`` and the call budget (``rollout.constrained: grammar``, docs/CONSTRAINED.md).
+
+The workflow grammar bounds neither the length of a sample nor its worst-case operator calls
+(a context-free grammar counts calls only with rules per count, too slow to sample with). So,
+row by row and before each token, :class:`EndGame` asks :func:`flowgrpo.dsl.closing.
+shortest_closing` how the text written so far can be finished at least cost (tokens, calls).
+Far from both limits it does nothing. Near one, it keeps only the tokens after which a finish
+still fits (``near_tokens`` / ``near_calls``: more than one token can add; a large allowed set,
+i.e. free text inside an instruction, is left whole while one more token still leaves room for
+the finish). When nothing else fits, it forces the finish token by token, end token included.
+
+The restriction is part of the mask the row was sampled under (it edits the packed bits the
+rollout stores), so the update scores exactly the distribution sampled from: a forced token has
+probability 1 and no gradient.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from flowgrpo.dsl.closing import Closing, shortest_closing
+from flowgrpo.dsl.operators import default_table
+
+logger = logging.getLogger(__name__)
+
+MAX_CHECKED = 512  # allowed sets up to this size are checked token by token
+
+
+def _signed(word: int) -> int:
+    """An unsigned 32-bit word as the int32 the packed masks hold."""
+    return word - (1 << 32) if word >= 1 << 31 else word
+
+
+def only(bits_W: torch.Tensor, token_ids: list[int]) -> None:
+    """Set the packed mask ``bits_W`` (in place) to allow exactly ``token_ids``."""
+    words: dict[int, int] = {}
+    for t in token_ids:
+        words[t // 32] = words.get(t // 32, 0) | (1 << (t % 32))
+    bits_W.zero_()
+    for w, value in words.items():
+        bits_W[w] = _signed(value)
+
+
+class EndGame:
+    """Keeps each constrained row finishable; see the module docstring.
+
+    Counters (per ``generate`` call): ``forced_rows`` (rows whose end was forced),
+    ``filtered`` (positions where tokens were removed to keep a finish in reach) and
+    ``unclosable`` (rows the end game could not help: a prefix it cannot scan or finish, left
+    to the grammar alone; expected 0).
+    """
+
+    def __init__(self, tokenizer, max_new_tokens, domains, operators, limits, eos_id: int,
+                 near_tokens: int | None = None, near_calls: int = 3):  # fmt: skip
+        self.tokenizer, self.max_new_tokens, self.domains = tokenizer, max_new_tokens, domains
+        self.operators, self.limits, self.eos_id = operators, limits, eos_id
+        self.near_calls = near_calls
+        self._closings: dict[tuple[str, str], Closing | None] = {}  # rows share prefixes
+        self._counts: dict[str, int] = {}
+        self._pieces: dict[int, str] = {}
+        # one token can lengthen the finish by about two operator names (a parallel block
+        # opened where an operand was due: "G" becomes "G, G]") and a few separators
+        table = operators if operators is not None else default_table()
+        longest = max(self._ntok(n) for n in table)
+        self.near_tokens = near_tokens if near_tokens is not None else 2 * longest + 8
+        self.queue: dict[int, list[int]] = {}
+        self.forced_rows: set[int] = set()
+        self.filtered = 0
+        self.unclosable: set[int] = set()
+
+    def _ntok(self, text: str) -> int:
+        if text not in self._counts:
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+            self._counts[text] = len(ids)
+        return self._counts[text]
+
+    def _piece(self, token: int) -> str:
+        if token not in self._pieces:
+            self._pieces[token] = self.tokenizer.decode([token])
+        return self._pieces[token]
+
+    def _text(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def _closing(self, row: int, text: str) -> Closing | None:
+        key = (self.domains[row], text)
+        if key not in self._closings:
+            self._closings[key] = shortest_closing(
+                text, key[0], self.operators, self.limits, self._ntok
+            )
+        return self._closings[key]
+
+    def _fits(self, closing: Closing | None, left: int) -> bool:
+        """A finish of ``closing`` (its tokens and the end token) fits in ``left`` positions."""
+        return (
+            closing is not None
+            and closing.calls <= self.limits.max_calls
+            and self._ntok(closing.text) + 1 <= left
+        )
+
+    def restrict(self, row: int, ids: list[int], matcher, bits_W: torch.Tensor) -> None:
+        """Edit row ``row``'s packed mask ``bits_W`` for its next token, ``ids`` written so far."""
+        if row in self.queue:
+            only(bits_W, [self.queue[row].pop(0)])
+            return
+        left = self.max_new_tokens - len(ids)  # positions left, this one included
+        text = self._text(ids)
+        closing = self._closing(row, text)
+        if closing is None:
+            self.unclosable.add(row)
+            return
+        need = self._ntok(closing.text) + 1
+        # a loop count multiplies: the one token that can add many calls at once
+        near_calls = closing.calls >= self.limits.max_calls - self.near_calls or "*" in text[-2:]
+        if left > need + self.near_tokens and not near_calls:
+            return
+        allowed = unpack_row(bits_W)
+        if len(allowed) <= MAX_CHECKED:
+            keep = [t for t in allowed if t == self.eos_id or self._fits(
+                self._closing(row, self._text([*ids, t])), left - 1)]  # fmt: skip
+            if keep:
+                self.filtered += len(keep) < len(allowed)
+                only(bits_W, keep) if len(keep) < len(allowed) else None
+                return
+        elif need <= left - 1:  # free text: one more token still leaves room for the finish,
+            # unless it ends the instruction (a quote) and opens more than it closes
+            quoted = [t for t in allowed if '"' in self._piece(t)]
+            drop = [t for t in quoted if not self._fits(
+                self._closing(row, self._text([*ids, t])), left - 1)]  # fmt: skip
+            if drop:
+                self.filtered += 1
+                only(bits_W, sorted(set(allowed) - set(drop)))
+            return
+        self._force(row, closing, matcher, bits_W)
+
+    def _force(self, row: int, closing: Closing, matcher, bits_W: torch.Tensor) -> None:
+        ids = self.tokenizer(closing.text, add_special_tokens=False)["input_ids"] + [self.eos_id]
+        if matcher.deep_copy().try_consume_tokens(ids) != len(ids):
+            logger.debug("end game: the grammar rejects the finish %r", closing.text)
+            self.unclosable.add(row)
+            return
+        self.forced_rows.add(row)
+        self.queue[row] = ids[1:]
+        only(bits_W, ids[:1])
+
+
+def unpack_row(bits_W: torch.Tensor) -> list[int]:
+    """Token ids allowed by one packed mask row."""
+    shifts = torch.arange(32, dtype=torch.int32)
+    on = ((bits_W.unsqueeze(-1) >> shifts) & 1).flatten()
+    return on.nonzero().flatten().tolist()
