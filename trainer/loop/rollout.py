@@ -159,11 +159,8 @@ def generate_rollout(
     device = next(model.parameters()).device
     eos = _eos_ids(model, tokenizer)
     # top_k=0: no top-k filter; the log-probs of the update use the full tempered distribution.
-    sampling = (
-        {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
-        if temperature > 0
-        else {"do_sample": False}
-    )
+    sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
+    sampling = sampling if temperature > 0 else {"do_sample": False}
     was_training = model.training
     model.eval()
     try:
