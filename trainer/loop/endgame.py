@@ -48,9 +48,9 @@ class EndGame:
     """Keeps each constrained row finishable; see the module docstring.
 
     Counters (per ``generate`` call): ``forced_rows`` (rows whose end was forced),
-    ``filtered`` (positions where tokens were removed to keep a finish in reach) and
-    ``unclosable`` (rows the end game could not help: a prefix it cannot scan or finish, left
-    to the grammar alone; expected 0).
+    ``filtered`` (positions where tokens were removed to keep a finish in reach), ``touched``
+    (rows with either) and ``unclosable`` (rows the end game could not help: a prefix it
+    cannot scan or finish, left to the grammar alone; expected 0).
     """
 
     def __init__(self, tokenizer, max_new_tokens, domains, operators, limits, eos_id: int,
@@ -69,6 +69,7 @@ class EndGame:
         self.queue: dict[int, list[int]] = {}
         self.forced_rows: set[int] = set()
         self.filtered = 0
+        self.touched: set[int] = set()
         self.unclosable: set[int] = set()
 
     def _ntok(self, text: str) -> int:
@@ -122,8 +123,10 @@ class EndGame:
             keep = [t for t in allowed if t == self.eos_id or self._fits(
                 self._closing(row, self._text([*ids, t])), left - 1)]  # fmt: skip
             if keep:
-                self.filtered += len(keep) < len(allowed)
-                only(bits_W, keep) if len(keep) < len(allowed) else None
+                if len(keep) < len(allowed):
+                    self.filtered += 1
+                    self.touched.add(row)
+                    only(bits_W, keep)
                 return
         elif need <= left - 1:  # free text: one more token still leaves room for the finish,
             # unless it ends the instruction (a quote) and opens more than it closes
@@ -132,6 +135,7 @@ class EndGame:
                 self._closing(row, self._text([*ids, t])), left - 1)]  # fmt: skip
             if drop:
                 self.filtered += 1
+                self.touched.add(row)
                 only(bits_W, sorted(set(allowed) - set(drop)))
             return
         self._force(row, closing, matcher, bits_W)
@@ -143,6 +147,7 @@ class EndGame:
             self.unclosable.add(row)
             return
         self.forced_rows.add(row)
+        self.touched.add(row)
         self.queue[row] = ids[1:]
         only(bits_W, ids[:1])
 

@@ -49,6 +49,8 @@ class Rollout:
             every position ([N, T, W] int32, see ``constrain.GrammarMask``); None otherwise.
         removed_mass_NT: with ``grammar``, the probability mass the mask removed at each
             position (the ``constrained/*`` metrics); None otherwise.
+        endgame_N: with ``grammar``, [N] bool: the end game narrowed or forced the row's mask
+            to finish it inside the token and call budgets (``trainer/loop/endgame.py``).
     """
 
     problems: list[Problem]
@@ -61,6 +63,7 @@ class Rollout:
     seconds: float
     allowed_bits_NTW: torch.Tensor | None = None
     removed_mass_NT: torch.Tensor | None = None
+    endgame_N: torch.Tensor | None = None
 
     @property
     def lengths_N(self):
@@ -81,6 +84,7 @@ class Rollout:
             self.seconds,
             None if self.allowed_bits_NTW is None else self.allowed_bits_NTW[rows],
             None if self.removed_mass_NT is None else self.removed_mass_NT[rows],
+            None if self.endgame_N is None else self.endgame_N[rows],
         )
 
 
@@ -183,9 +187,17 @@ def generate_rollout(
     seconds = time.perf_counter() - start
     rollout = _make_rollout(problems, group_size, prompt_ids, completions, eos, tokenizer, seconds)
     if grammar is not None:  # the mask of every sampled position, for the update
-        rollout.allowed_bits_NTW = grammar.allowed_bits(rollout.completion_ids_NT.shape[1])
-        rollout.removed_mass_NT = grammar.removed_mass(rollout.completion_ids_NT.shape[1])
+        _keep_masks(rollout, grammar)
     return rollout
+
+
+def _keep_masks(rollout: Rollout, grammar: GrammarMask) -> None:
+    width, n = rollout.completion_ids_NT.shape[1], len(rollout.texts)
+    rollout.allowed_bits_NTW = grammar.allowed_bits(width)
+    rollout.removed_mass_NT = grammar.removed_mass(width)
+    rollout.endgame_N = torch.zeros(n, dtype=torch.bool)
+    if grammar.endgame is not None:
+        rollout.endgame_N[sorted(grammar.endgame.touched)] = True
 
 
 def _masked_sampling(sampling: dict, grammar: GrammarMask | None, top_p: float, temperature):
@@ -298,6 +310,7 @@ def concat_rollouts(parts: Sequence[Rollout]) -> Rollout:
         None
         if parts[0].removed_mass_NT is None
         else torch.cat([pad(p.removed_mass_NT, 0.0) for p in parts]),
+        None if parts[0].endgame_N is None else torch.cat([p.endgame_N for p in parts]),
     )
 
 

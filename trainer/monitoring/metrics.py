@@ -81,8 +81,8 @@ def constraint_metrics(rollout, details) -> dict:
     """What ``rollout.constrained: grammar`` did (all None for a free rollout): the share of
     sampled positions where the mask removed probability mass (> 1e-6), the mean mass removed
     per position, the fallback rate flagged as 0 by construction (the policy did not learn it),
-    and the share of finished completions that still fail ``validate`` (rules the grammar does
-    not encode, e.g. the call budget)."""
+    the share of finished completions that still fail ``validate`` (expected 0), and the share
+    of completions the end game narrowed or forced (``trainer/loop/endgame.py``)."""
     removed_NT = getattr(rollout, "removed_mass_NT", None)
     if removed_NT is None:
         return {key: None for key in CONSTRAINT_KEYS}
@@ -96,7 +96,12 @@ def constraint_metrics(rollout, details) -> dict:
         "constrained/invalid_finished_rate": (
             sum(not d["valid"] for d in finished) / len(finished) if finished else None
         ),
+        "constrained/endgame_rate": _share(getattr(rollout, "endgame_N", None)),
     }
+
+
+def _share(flags_N) -> float | None:
+    return None if flags_N is None or len(flags_N) == 0 else float(flags_N.float().mean())
 
 
 CONSTRAINT_KEYS = (
@@ -104,6 +109,7 @@ CONSTRAINT_KEYS = (
     "constrained/removed_mass",
     "constrained/fallback_by_construction",
     "constrained/invalid_finished_rate",
+    "constrained/endgame_rate",
 )
 
 
@@ -147,7 +153,12 @@ METRICS_SCHEMA: tuple[tuple[str, str], ...] = (
     (
         "constrained/invalid_finished_rate",
         "rollout.constrained=grammar only: share of finished completions that still fail "
-        "validate (rules the grammar does not encode, e.g. the call budget)",
+        "validate (expected 0: the end game keeps the call budget the grammar does not encode)",
+    ),
+    (
+        "constrained/endgame_rate",
+        "rollout.constrained=grammar only: share of completions whose mask the end game "
+        "narrowed or forced to finish inside max_new_tokens and the call budget",
     ),
     ("kept_groups", "groups trained on after dynamic sampling"),
     ("resampled_groups", "groups of fresh problems sampled to replace zero-signal ones"),

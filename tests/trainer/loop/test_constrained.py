@@ -170,6 +170,10 @@ def test_constraint_metrics_are_reported_and_null_without_the_constraint():
     assert out["constrained/invalid_finished_rate"] == pytest.approx(
         sum(not d["valid"] for d in finished) / len(finished)
     )
+    assert out["constrained/endgame_rate"] == pytest.approx(float(r.endgame_N.float().mean()))
+    tight = generate_rollout(model, tok, [MATH], 12, 1.0, 1.0, 14, constrained="grammar")
+    assert constraint_metrics(tight, details)["constrained/endgame_rate"] > 0
+    assert tight.select_groups([0]).endgame_N.equal(tight.endgame_N)
     free = generate_rollout(model, tok, [MATH], 2, 1.0, 1.0, 8)
     assert constraint_metrics(free, details[:2]) == dict.fromkeys(CONSTRAINT_KEYS)
 
