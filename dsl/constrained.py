@@ -5,7 +5,8 @@ domain and operator table, written as a Lark grammar for an incremental token ma
 Every string the constraint grammar accepts parses with ``workflow.lark`` and passes
 :func:`~flowgrpo.dsl.validate.validate` for its domain, except for the call budget
 (``too_many_calls``), which a context-free grammar can count only with rules per call count
-(``budget=True``: exact, but too slow to sample with) and which ``validate`` still checks.
+(``budget=True``: exact, but too slow to sample with); the sampler keeps it with its end game
+(:mod:`dsl.closing`, ``trainer/loop/endgame.py``) and ``validate`` still checks it.
 The rules it encodes, beyond the syntax:
 
 * operators: only the table's names allowed for the domain (user operators included), by role;
