@@ -23,6 +23,7 @@ import torch
 
 from flowgrpo.dsl.closing import Closing, shortest_closing
 from flowgrpo.dsl.operators import default_table
+from flowgrpo.trainer.loop.constrain import unpack_allowed
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +103,10 @@ class EndGame:
             and self._ntok(closing.text) + 1 <= left
         )
 
+    def _fits_after(self, row: int, ids: list[int], token: int, left: int) -> bool:
+        """A finish still fits in ``left`` positions once ``token`` follows ``ids``."""
+        return self._fits(self._closing(row, self._text([*ids, token])), left)
+
     def restrict(self, row: int, ids: list[int], matcher, bits_W: torch.Tensor) -> None:
         """Edit row ``row``'s packed mask ``bits_W`` for its next token, ``ids`` written so far."""
         if row in self.queue:
@@ -120,8 +125,9 @@ class EndGame:
             return
         allowed = unpack_row(bits_W)
         if len(allowed) <= MAX_CHECKED:
-            keep = [t for t in allowed if t == self.eos_id or self._fits(
-                self._closing(row, self._text([*ids, t])), left - 1)]  # fmt: skip
+            keep = [
+                t for t in allowed if t == self.eos_id or self._fits_after(row, ids, t, left - 1)
+            ]
             if keep:
                 if len(keep) < len(allowed):
                     self.filtered += 1
@@ -131,8 +137,7 @@ class EndGame:
         elif need <= left - 1:  # free text: one more token still leaves room for the finish,
             # unless it ends the instruction (a quote) and opens more than it closes
             quoted = [t for t in allowed if '"' in self._piece(t)]
-            drop = [t for t in quoted if not self._fits(
-                self._closing(row, self._text([*ids, t])), left - 1)]  # fmt: skip
+            drop = [t for t in quoted if not self._fits_after(row, ids, t, left - 1)]
             if drop:
                 self.filtered += 1
                 self.touched.add(row)
@@ -154,6 +159,4 @@ class EndGame:
 
 def unpack_row(bits_W: torch.Tensor) -> list[int]:
     """Token ids allowed by one packed mask row."""
-    shifts = torch.arange(32, dtype=torch.int32)
-    on = ((bits_W.unsqueeze(-1) >> shifts) & 1).flatten()
-    return on.nonzero().flatten().tolist()
+    return unpack_allowed(bits_W, 32 * bits_W.shape[-1]).nonzero().flatten().tolist()
