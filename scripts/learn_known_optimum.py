@@ -61,6 +61,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--tag", default="", help="names this setting in run folders and tables")
     p.add_argument("--no-write", action="store_true", help="JSON only; leave RESULTS.md alone")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the seeds already in OUT's JSON for this tag and run only "
+                        "the others (an interrupted study goes on where it stopped)")  # fmt: skip
     args = p.parse_args(argv)
     if args.smoke:
         args.config, args.steps, args.eval_n = "configs/tiny-known-optimum.yaml", 2, 4
@@ -339,11 +342,34 @@ def cached_start(args, base, world) -> dict:
     return start
 
 
+def json_path(args) -> Path:
+    return Path(args.out) / (f"known_optimum-{args.tag}.json" if args.tag else "known_optimum.json")
+
+
+def resumed(args) -> dict:
+    """With ``--resume``: the runs of OUT's JSON for this tag, per world, that are among
+    ``--seeds`` (empty without it or without a file). A file made with other overrides is an
+    error: its seeds would be mixed with runs of another setting."""
+    path = json_path(args)
+    if not args.resume or not path.exists():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if data.get("overrides") != args.overrides:
+        sys.exit(
+            f"error: --resume: {path} was made with --set {data.get('overrides')}, not "
+            f"{args.overrides}; use another --tag or --out, or drop --resume to start over"
+        )
+    wanted = set(args.seeds)
+    return {
+        name: [run for run in world["runs"] if run["seed"] in wanted]
+        for name, world in data.get("worlds", {}).items()
+    }
+
+
 def save(args, results: dict) -> Path:
     """The results so far as ``OUT/known_optimum[-TAG].json`` (written after every seed)."""
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / (f"known_optimum-{args.tag}.json" if args.tag else "known_optimum.json")
+    path = json_path(args)
+    path.parent.mkdir(parents=True, exist_ok=True)
     data = {"tag": args.tag, "overrides": args.overrides, "worlds": results}
     if len(results) == 1:  # one world: also at the top level, as before worlds existed
         data.update(next(iter(results.values())))
@@ -369,16 +395,21 @@ def checked_worlds(args) -> list:
 def main(argv=None) -> None:
     args = parse_args(argv)
     worlds = checked_worlds(args)
+    done = resumed(args)
     base = base_model(config_of(args, None))
     results: dict = {}
     for world in worlds:
         name = world.name if world is not None else "config"
         start = cached_start(args, base, world)
         print(f"[{name}] start: {start}", flush=True)
-        results[name] = {"start": start, "runs": []}
-        for seed in args.seeds:
+        results[name] = {"start": start, "runs": list(done.get(name, []))}
+        kept = {run["seed"] for run in results[name]["runs"]}
+        if kept:
+            print(f"[{name}] --resume: seeds {sorted(kept)} kept from {json_path(args)}")
+        for seed in (s for s in args.seeds if s not in kept):
             run = train_and_eval(args, seed, base, world)
             results[name]["runs"].append(run)
+            results[name]["runs"].sort(key=lambda r: r["seed"])
             minutes = run["wall_minutes"]
             print(f"[{name}] seed {seed}: {run['eval']} ({minutes:.1f} min)", flush=True)
             save(args, results)

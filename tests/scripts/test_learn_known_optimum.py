@@ -74,3 +74,35 @@ def test_bad_override_or_world_stops_before_training_with_the_reason(tmp_path, e
     assert done.returncode == 1
     assert reason in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "runs").exists()  # nothing trained
+
+
+def _resume_cmd(tmp_path) -> list[str]:
+    return [sys.executable, str(REPO / "scripts" / "learn_known_optimum.py"), "--smoke",
+            "--seeds", "0", "--tag", "t", "--no-write", "--resume", "--out", str(tmp_path),
+            "--runs-dir", str(tmp_path / "runs"),
+            "--world", "configs/worlds/cheap.yaml"]  # fmt: skip
+
+
+def test_resume_keeps_the_seeds_already_saved_and_trains_none_of_them(tmp_path):
+    done_run = {"seed": 0, "world": "cheap", "eval": {"sim/regret": 0.123}, "marker": "kept"}
+    saved = {"tag": "t", "overrides": [], "worlds": {"cheap": {"start": {}, "runs": [done_run]}}}
+    (tmp_path / "known_optimum-t.json").write_text(json.dumps(saved))
+    done = subprocess.run(_resume_cmd(tmp_path), capture_output=True, text=True, timeout=300,
+                          cwd=REPO)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "--resume: seeds [0] kept" in done.stdout
+    data = json.loads((tmp_path / "known_optimum-t.json").read_text())
+    assert data["worlds"]["cheap"]["runs"] == [done_run]
+    assert data["worlds"]["cheap"]["start"]["validity_rate"] >= 0  # the start is re-evaluated
+    assert not (tmp_path / "runs").exists()  # seed 0 was not trained again
+
+
+def test_resume_refuses_a_file_made_with_other_overrides(tmp_path):
+    saved = {"tag": "t", "overrides": ["optim.lr=1e-4"], "worlds": {"cheap": {"runs": []}}}
+    (tmp_path / "known_optimum-t.json").write_text(json.dumps(saved))
+    done = subprocess.run(_resume_cmd(tmp_path), capture_output=True, text=True, timeout=120,
+                          cwd=REPO)  # fmt: skip
+    assert done.returncode == 1
+    assert "--resume" in done.stderr and "optim.lr=1e-4" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert json.loads((tmp_path / "known_optimum-t.json").read_text()) == saved  # untouched
