@@ -10,6 +10,7 @@ training) and ``OUT/known_optimum.json``:
 
     python scripts/learn_known_optimum.py --seeds 0 1 2 3 4          # CPU, about 40 minutes
     python scripts/learn_known_optimum.py --from-runs ...            # runs already trained
+    python scripts/learn_known_optimum.py --tag T --resume ...       # skip seeds already saved
     python scripts/learn_known_optimum.py --smoke --out /tmp/smoke   # tiny model (CI)
 
 Regret is the best achievable expected reward minus the expected reward of the workflows
