@@ -29,7 +29,9 @@ from flowgrpo.dsl.operators import CHECKER, ENSEMBLER, GENERATOR, REFINER, Opera
 from flowgrpo.dsl.operators import default_table as _default_table
 from flowgrpo.dsl.validate import DEFAULT_LIMITS, Limits
 
-_STRING = r'/"[^"\\\n]{0,48}"/'
+# printable only: a control character (\r, \t, \x0c, ...) in an instruction is legal for the
+# grammar's regex but breaks extraction's line handling (a sample would be a fallback)
+_STRING = r'/"[^"\\\x00-\x1f\x7f]{0,48}"/'
 
 
 def _names(table: OperatorTable, allowed, role: str, instruction: bool) -> list[str]:

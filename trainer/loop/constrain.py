@@ -12,6 +12,7 @@ sampling anyway, and replaying costs the same again per μ-step.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import weakref
 
@@ -20,6 +21,7 @@ from transformers import LogitsProcessor
 
 from flowgrpo.dsl import Limits, OperatorTable
 from flowgrpo.dsl.constrained import workflow_grammar
+from flowgrpo.dsl.validate import DEFAULT_LIMITS
 
 CONSTRAINED_MODES = ("off", "grammar")
 ALL_ALLOWED = -1  # an int32 word with every bit set
@@ -69,6 +71,18 @@ class _DecodedVocab:
 
 
 @functools.lru_cache(maxsize=64)
+def sampling_limits(executor_limits) -> Limits | None:
+    """The dsl :class:`Limits` a constrained sampler keeps for a run whose interpreter enforces
+    ``executor_limits`` (``operators.interpreter.Limits``; None: the DSL's defaults): the
+    DSL's bounds with the call budget lowered to the executor's ``max_llm_calls``, so that no
+    sample is a workflow the executor stops for its number of operator calls alone (the
+    interpreter refuses a round that would pass its budget: accuracy 0)."""
+    if executor_limits is None:
+        return None
+    calls = min(DEFAULT_LIMITS.max_calls, executor_limits.max_llm_calls)
+    return dataclasses.replace(DEFAULT_LIMITS, max_calls=calls)
+
+
 def _grammar(domain: str, operators: OperatorTable | None, limits: Limits | None) -> str:
     return _llg().LLMatcher.grammar_from_lark(workflow_grammar(domain, operators, limits))
 

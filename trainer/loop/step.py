@@ -39,6 +39,7 @@ from flowgrpo.rewards import (
 )
 from flowgrpo.trainer.algorithms.advantages import compute_advantages, group_stats
 from flowgrpo.trainer.config import TrainConfig
+from flowgrpo.trainer.loop.constrain import sampling_limits
 from flowgrpo.trainer.loop.environment import RunEnvironment
 from flowgrpo.trainer.loop.rollout import Rollout, concat_rollouts, generate_rollout
 from flowgrpo.trainer.monitoring.metrics import rollout_metrics
@@ -124,7 +125,8 @@ def sample_and_score(env: StepEnv, problems: Sequence[Problem]) -> Scored:
         r.generate_merged,
         prompt=run.prompt,
         constrained=r.constrained,
-    )  # fmt: skip  (the grammar uses validate's default dsl Limits, as make_sample does)
+        limits=sampling_limits(run.limits),
+    )  # fmt: skip  (constrained: within the call budget the run's executor enforces)
     k = rollout.group_size  # from here on, K is the rollout's
     start = time.perf_counter()
     samples = prepare_samples(

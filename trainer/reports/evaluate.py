@@ -180,6 +180,7 @@ def evaluate(
 
 def _evaluate(model, tokenizer, settings, executor, limits, progress, hooks, prompt) -> dict:
     # heavy: torch (the rollout generates with the policy); `flowgrpo validate` starts without it
+    from flowgrpo.trainer.loop.constrain import sampling_limits
     from flowgrpo.trainer.loop.rollout import generate_rollout
 
     problems = load_task(settings.task, n=settings.n, seed=settings.seed, split="test")
@@ -197,7 +198,8 @@ def _evaluate(model, tokenizer, settings, executor, limits, progress, hooks, pro
             settings.max_new_tokens,
             prompt=prompt,
             constrained=settings.constrained,
-        )  # the grammar uses validate's default dsl Limits, as training does
+            limits=sampling_limits(limits),
+        )  # constrained: within the executor's call budget, as in training
         samples += prepare_samples(
             chunk,
             rollout.texts,
