@@ -37,6 +37,9 @@ EVAL_KEYS = (
 )  # fmt: skip
 ORDER = ("sim/expected_accuracy", "sim/regret", "sim/valid_regret", "pass@1", "validity_rate")
 SERIES_KEYS = ("sim/regret", "sim/valid_regret", "sim/expected_accuracy", "entropy")
+# part of the cached start's key: raised when the sampler changes what a start writes
+# (2: the constrained sampler keeps the executor's call budget, not the DSL default)
+SAMPLER_VERSION = 2
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -331,7 +334,8 @@ def cached_start(args, base, world) -> dict:
     override that changes sampling or evaluation (rollout.*, model.*, eval size) are the same."""
     import hashlib
 
-    key = [world.name if world else "config", args.config, args.eval_n, args.eval_k]
+    key = [world.name if world else "config", args.config, args.eval_n, args.eval_k,
+           SAMPLER_VERSION]  # fmt: skip
     key += sorted(o for o in args.overrides if o.startswith(("rollout.", "model.", "lora.")))
     digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12]
     path = Path(args.out) / f"start-{key[0]}-{digest}.json"
