@@ -70,7 +70,6 @@ class _DecodedVocab:
         return self._tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
-@functools.lru_cache(maxsize=64)
 def sampling_limits(executor_limits) -> Limits | None:
     """The dsl :class:`Limits` a constrained sampler keeps for a run whose interpreter enforces
     ``executor_limits`` (``operators.interpreter.Limits``; None: the DSL's defaults): the
@@ -83,6 +82,7 @@ def sampling_limits(executor_limits) -> Limits | None:
     return dataclasses.replace(DEFAULT_LIMITS, max_calls=calls)
 
 
+@functools.lru_cache(maxsize=64)
 def _grammar(domain: str, operators: OperatorTable | None, limits: Limits | None) -> str:
     return _llg().LLMatcher.grammar_from_lark(workflow_grammar(domain, operators, limits))
 
