@@ -66,8 +66,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--tag", default="", help="names this setting in run folders and tables")
     p.add_argument("--no-write", action="store_true", help="JSON only; leave RESULTS.md alone")
     p.add_argument("--resume", action="store_true",
-                   help="keep the seeds already in OUT's JSON for this tag and run only "
-                        "the others (an interrupted study goes on where it stopped)")  # fmt: skip
+                   help="keep every world and seed already in OUT's JSON for this tag and "
+                        "run only the --seeds not saved (a study goes on)")  # fmt: skip
     args = p.parse_args(argv)
     if args.smoke:
         args.config, args.steps, args.eval_n = "configs/tiny-known-optimum.yaml", 2, 4
@@ -352,9 +352,10 @@ def json_path(args) -> Path:
 
 
 def resumed(args) -> dict:
-    """With ``--resume``: the runs of OUT's JSON for this tag, per world, that are among
-    ``--seeds`` (empty without it or without a file). A file made with other overrides is an
-    error: its seeds would be mixed with runs of another setting."""
+    """With ``--resume``: OUT's JSON for this tag, per world (start and runs), every seed and
+    world kept so that a save never drops what an earlier session measured (empty without the
+    flag or without a file). A file made with other overrides is an error: its seeds would be
+    mixed with runs of another setting."""
     path = json_path(args)
     if not args.resume or not path.exists():
         return {}
@@ -364,9 +365,8 @@ def resumed(args) -> dict:
             f"error: --resume: {path} was made with --set {data.get('overrides')}, not "
             f"{args.overrides}; use another --tag or --out, or drop --resume to start over"
         )
-    wanted = set(args.seeds)
     return {
-        name: [run for run in world["runs"] if run["seed"] in wanted]
+        name: {"start": world.get("start", {}), "runs": list(world.get("runs", []))}
         for name, world in data.get("worlds", {}).items()
     }
 
@@ -400,14 +400,13 @@ def checked_worlds(args) -> list:
 def main(argv=None) -> None:
     args = parse_args(argv)
     worlds = checked_worlds(args)
-    done = resumed(args)
+    results: dict = resumed(args)  # worlds not run now stay in the file as they were
     base = base_model(config_of(args, None))
-    results: dict = {}
     for world in worlds:
         name = world.name if world is not None else "config"
         start = cached_start(args, base, world)
         print(f"[{name}] start: {start}", flush=True)
-        results[name] = {"start": start, "runs": list(done.get(name, []))}
+        results[name] = {"start": start, "runs": results.get(name, {}).get("runs", [])}
         kept = {run["seed"] for run in results[name]["runs"]}
         if kept:
             print(f"[{name}] --resume: seeds {sorted(kept)} kept from {json_path(args)}")

@@ -97,6 +97,21 @@ def test_resume_keeps_the_seeds_already_saved_and_trains_none_of_them(tmp_path):
     assert not (tmp_path / "runs").exists()  # seed 0 was not trained again
 
 
+def test_resume_keeps_the_worlds_not_run_now_in_the_file(tmp_path):
+    # a study interrupted before its later worlds: a resumed run of one world must not drop them
+    other = {"start": {"sim/valid_regret": 0.2}, "runs": [{"seed": 3, "marker": "other"}]}
+    kept = {"seed": 0, "world": "cheap", "eval": {"sim/regret": 0.1}}
+    saved = {"tag": "t", "overrides": [],
+             "worlds": {"default": other, "cheap": {"start": {}, "runs": [kept]}}}  # fmt: skip
+    (tmp_path / "known_optimum-t.json").write_text(json.dumps(saved))
+    done = subprocess.run(_resume_cmd(tmp_path), capture_output=True, text=True, timeout=300,
+                          cwd=REPO)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads((tmp_path / "known_optimum-t.json").read_text())
+    assert data["worlds"]["default"] == other
+    assert data["worlds"]["cheap"]["runs"] == [kept]
+
+
 def test_resume_refuses_a_file_made_with_other_overrides(tmp_path):
     saved = {"tag": "t", "overrides": ["optim.lr=1e-4"], "worlds": {"cheap": {"runs": []}}}
     (tmp_path / "known_optimum-t.json").write_text(json.dumps(saved))
