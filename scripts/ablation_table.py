@@ -5,8 +5,9 @@ executor) becomes one row per world: held-out valid-only regret start -> trained
 t-interval over seeds), seeds lower than the start, seeds whose most-written held-out workflow is
 within 0.02 of the best expected reward, the held-out share of the best workflow, validity, final
 training entropy, alert steps (deadlock / entropy_low, summed over seeds), runs whose last 3 steps
-raised deadlock or entropy_low, and minutes per seed. ``--targets`` adds the issue's "done when"
-verdict per world:
+raised deadlock or collapse (the issue's "no run ends in deadlock or collapse") and, apart, runs
+whose last 3 steps raised entropy_low (reported, not a target), and minutes per seed.
+``--targets`` adds the issue's "done when" verdict per world:
 
     python scripts/ablation_table.py runs/screen/known_optimum-*.json
     python scripts/ablation_table.py docs/ablations/*.json --targets
@@ -29,9 +30,12 @@ from flowgrpo.trainer.reports.study import mean_interval
 HEADER = (
     "| setting | world | valid-only regret start → trained | seeds lower | mode near best "
     "| best share | held-out validity | final entropy | deadlock / entropy_low steps "
-    "| runs ending in an alert | min per seed |"
+    "| runs ending in deadlock / collapse | runs ending in entropy_low | min per seed |"
 )
-TARGET_HEADER = " ≤ 50% of start | reduction CI > 0 | ≥ 4/5 lower | mode near best ≥ 3/5 |"
+TARGET_HEADER = (
+    " ≤ 50% of start | reduction CI > 0 | ≥ 4/5 lower | mode near best ≥ 3/5 "
+    "| validity ≥ 0.95 | no end in deadlock / collapse |"
+)
 END_WINDOW = 3  # "ends in deadlock or collapse": an alert in the last 3 steps
 
 
@@ -60,9 +64,20 @@ def setting_of(data: dict) -> str:
     return f"{data.get('tag') or 'baseline'}" + (f" ({overrides})" if overrides else "")
 
 
-def ended_in_alert(run: dict, steps: int) -> bool:
-    fired = run["alerts"].get("deadlock", []) + run["alerts"].get("entropy_low", [])
+def ended_in_alert(run: dict, steps: int, kinds=("deadlock", "collapse")) -> bool:
+    """Whether one of the alerts ``kinds`` fired in the run's last END_WINDOW steps."""
+    fired = [s for kind in kinds for s in run["alerts"].get(kind, [])]
     return any(s is not None and s > steps - END_WINDOW for s in fired)
+
+
+COLLAPSE_CHECKS = ("update_collapse", "fallback_high")  # prose, not a faster step
+
+
+def _metrics(run: dict) -> list[dict] | None:
+    path = Path(run.get("checkpoint") or "").parent / "metrics.jsonl"
+    if not path.is_file():
+        return None
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
 def replayed_deadlocks(run: dict) -> list[int] | None:
@@ -71,17 +86,33 @@ def replayed_deadlocks(run: dict) -> list[int] | None:
     when the file is gone (the stored steps are used)."""
     from flowgrpo.trainer.monitoring.health import HealthConfig, get_check
 
-    path = Path(run.get("checkpoint") or "").parent / "metrics.jsonl"
-    if not path.is_file():
+    lines = _metrics(run)
+    if lines is None:
         return None
-    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     check, config = get_check("deadlock"), HealthConfig()
     return [lines[i]["step"] for i in range(len(lines)) if check(lines[: i + 1], config)]
 
 
+def logged_collapses(run: dict) -> list[int] | None:
+    """The steps whose metrics line carries a prose-collapse alert (:data:`COLLAPSE_CHECKS`),
+    read from metrics.jsonl when on disk: files written before ``learn_known_optimum`` kept
+    ``step_time_collapse`` apart counted it as a collapse. None when the file is gone."""
+    lines = _metrics(run)
+    if lines is None:
+        return None
+    named = [(line["step"], a.get("check") or a.get("name") if isinstance(a, dict) else a)
+             for line in lines for a in line.get("alerts") or []]  # fmt: skip
+    return sorted({step for step, name in named if name in COLLAPSE_CHECKS})
+
+
 def with_current_deadlocks(run: dict) -> dict:
-    steps = replayed_deadlocks(run)
-    return run if steps is None else {**run, "alerts": {**run["alerts"], "deadlock": steps}}
+    deadlocks, collapses = replayed_deadlocks(run), logged_collapses(run)
+    alerts = dict(run["alerts"])
+    if deadlocks is not None:
+        alerts["deadlock"] = deadlocks
+    if collapses is not None:
+        alerts["collapse"] = collapses
+    return {**run, "alerts": alerts}
 
 
 def world_stats(world: dict) -> dict:
@@ -102,6 +133,7 @@ def world_stats(world: dict) -> dict:
         "deadlock": sum(len(r["alerts"].get("deadlock", [])) for r in runs),
         "entropy_low": sum(len(r["alerts"].get("entropy_low", [])) for r in runs),
         "ended": sum(ended_in_alert(r, r["steps"]) for r in runs),
+        "ended_low": sum(ended_in_alert(r, r["steps"], ("entropy_low",)) for r in runs),
         "minutes": [r["wall_minutes"] for r in runs],
         "n": len(runs),
     }
@@ -109,7 +141,8 @@ def world_stats(world: dict) -> dict:
 
 def verdict(st: dict) -> str:
     """The issue's per-world targets: mean <= 50% of the start, the reduction's interval above
-    0, lower in >= 4 of 5 seeds (scaled: >= 80%), the mode near best in >= 3 of 5 (>= 60%)."""
+    0, lower in >= 4 of 5 seeds (scaled: >= 80%), the mode near best in >= 3 of 5 (>= 60%),
+    held-out validity >= 0.95 in every run, no run ending in deadlock or collapse."""
     mean = sum(st["trained"]) / st["n"]
     red_mean, red_half = st["reduction"]
     ok = (
@@ -117,6 +150,8 @@ def verdict(st: dict) -> str:
         red_half == red_half and red_mean - red_half > 0,
         st["lower"] >= 0.8 * st["n"],
         st["near"] >= 0.6 * st["n"],
+        min(st["validity"]) >= 0.95,
+        st["ended"] == 0,
     )
     return " " + " | ".join("yes" if o else "no" for o in ok) + " |"
 
@@ -130,7 +165,7 @@ def rows(data: dict, targets: bool) -> list[str]:
             f"| {label if i == 0 else ''} | {name} | {_f(st['start'])} → {_ci(st['trained'])} "
             f"| {st['lower']}/{n} | {st['near']}/{n} | {_ci(st['best_share'])} "
             f"| {_ci(st['validity'])} | {_ci(st['entropy'])} "
-            f"| {st['deadlock']} / {st['entropy_low']} | {st['ended']}/{n} "
+            f"| {st['deadlock']} / {st['entropy_low']} | {st['ended']}/{n} | {st['ended_low']}/{n} "
             f"| {sum(st['minutes']) / n:.1f} |"
         )
         out.append(row + (verdict(st) if targets else ""))

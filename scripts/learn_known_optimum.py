@@ -162,7 +162,17 @@ def base_model(cfg):
     return model, _pad(tokenizer)
 
 
-ALERTS = ("deadlock", "entropy_low", "zero_grad", "collapse")
+ALERTS = ("deadlock", "entropy_low", "zero_grad", "collapse", "step_time_collapse")
+# "collapse" is the seed system's failure: the policy writing prose (the z-test after an update,
+# or a fallback rate held high); a step that got faster (step_time_collapse) is kept apart
+ALERT_OF = {
+    "deadlock": "deadlock",
+    "entropy_low": "entropy_low",
+    "zero_grad": "zero_grad",
+    "update_collapse": "collapse",
+    "fallback_high": "collapse",
+    "step_time_collapse": "step_time_collapse",
+}
 
 
 def alert_steps(history: list[dict]) -> dict:
@@ -171,9 +181,9 @@ def alert_steps(history: list[dict]) -> dict:
     for line in history:
         for alert in line.get("alerts") or []:
             name = alert.get("check") or alert.get("name") if isinstance(alert, dict) else alert
-            for key in ALERTS:
-                if key in str(name):
-                    fired[key].append(line.get("step"))
+            key = ALERT_OF.get(str(name))
+            if key is not None and line.get("step") not in fired[key]:
+                fired[key].append(line.get("step"))
     fired["rollback"] = [line.get("step") for line in history if line.get("rollback")]
     return fired
 

@@ -34,25 +34,37 @@ def test_a_world_meeting_every_target_says_yes_four_times():
     # reduction 0.2 - mean(0.05..0.09) = 0.13; t(4) = 2.776, sd 0.0158 -> half 0.0196
     assert st["reduction"][0] == pytest.approx(0.13)
     assert st["reduction"][1] == pytest.approx(2.776 * 0.0158114 / 5**0.5, rel=1e-3)
-    assert ablation.verdict(st) == " yes | yes | yes | yes |"
+    assert ablation.verdict(st) == " yes | yes | yes | yes | yes | yes |"
 
 
 def test_each_target_can_fail_on_its_own():
     # mean 0.11 > 0.1 (50% of 0.2); all lower; interval above 0; mode near best 2/5
     runs = [_run(v, i < 2, 0.3) for i, v in enumerate((0.10, 0.11, 0.11, 0.11, 0.12))]
     assert ablation.verdict(ablation.world_stats(_data(runs)["worlds"]["w"])) == (
-        " no | yes | yes | no |"
+        " no | yes | yes | no | yes | yes |"
     )
     # 3 of 5 lower, one far above: the interval of the reduction includes 0
     runs = [_run(v, True, 0.3) for v in (0.01, 0.01, 0.01, 0.3, 0.6)]
     assert ablation.verdict(ablation.world_stats(_data(runs)["worlds"]["w"])) == (
-        " no | no | no | yes |"
+        " no | no | no | yes | yes | yes |"
+    )
+    # one run held out at validity 0.9, one ending in a collapse alert: only those two say no
+    runs = [_run(v, True, 0.3) for v in (0.05, 0.06, 0.07, 0.08, 0.09)]
+    runs[0]["eval"]["validity_rate"] = 0.9
+    runs[1]["alerts"]["collapse"] = [29]
+    assert ablation.verdict(ablation.world_stats(_data(runs)["worlds"]["w"])) == (
+        " yes | yes | yes | yes | no | no |"
     )
 
 
 def test_a_run_counts_as_ending_in_an_alert_only_in_its_last_three_steps():
     assert ablation.ended_in_alert(_run(0.1, True, 0.1, {"deadlock": [28]}), 30)
-    assert not ablation.ended_in_alert(_run(0.1, True, 0.1, {"entropy_low": [27]}), 30)
+    assert not ablation.ended_in_alert(_run(0.1, True, 0.1, {"deadlock": [27]}), 30)
+    low = _run(0.1, True, 0.1, {"entropy_low": [30]})
+    assert not ablation.ended_in_alert(low, 30)  # entropy_low is its own column, not a target
+    assert ablation.ended_in_alert(low, 30, ("entropy_low",))
+    st = ablation.world_stats(_data([low])["worlds"]["w"])
+    assert (st["ended"], st["ended_low"]) == (0, 1)
 
 
 def test_the_table_has_one_row_per_world_and_names_the_setting(tmp_path, capsys):
@@ -82,6 +94,20 @@ def test_deadlocks_are_replayed_under_the_current_rule_when_the_run_is_on_disk(t
     assert ablation.replayed_deadlocks(run) == [3]  # steps 1-3 tied; 4 broke the streak
     run["checkpoint"] = str(tmp_path / "gone" / "checkpoint-5")
     assert ablation.replayed_deadlocks(run) is None
+
+
+def test_only_prose_alerts_count_as_a_collapse_when_the_run_is_on_disk(tmp_path):
+    run_dir = tmp_path / "seed0"
+    (run_dir / "checkpoint-4").mkdir(parents=True)
+    lines = [{"step": s, "alerts": []} for s in range(1, 5)]
+    lines[1]["alerts"] = [{"check": "step_time_collapse"}]  # a faster step, not prose
+    lines[2]["alerts"] = [{"check": "update_collapse"}]
+    lines[3]["alerts"] = [{"check": "fallback_high"}, {"check": "entropy_low"}]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    run = _run(0.1, True, 0.2, {"collapse": [2, 3, 4]}, steps=4)
+    run["checkpoint"] = str(run_dir / "checkpoint-4")
+    assert ablation.logged_collapses(run) == [3, 4]
+    assert ablation.with_current_deadlocks(run)["alerts"]["collapse"] == [3, 4]
 
 
 def test_save_writes_a_copy_with_the_replayed_deadlocks(tmp_path, capsys):

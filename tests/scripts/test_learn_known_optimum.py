@@ -1,5 +1,6 @@
 """The known-optimum learning script in smoke mode (tiny model, 2 steps, 2 seeds)."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -121,3 +122,21 @@ def test_resume_refuses_a_file_made_with_other_overrides(tmp_path):
     assert "--resume" in done.stderr and "optim.lr=1e-4" in done.stderr
     assert "Traceback" not in done.stderr
     assert json.loads((tmp_path / "known_optimum-t.json").read_text()) == saved  # untouched
+
+
+def test_alert_steps_keep_a_faster_step_apart_from_a_collapse_into_prose():
+    spec = importlib.util.spec_from_file_location(
+        "learn_known_optimum", REPO / "scripts" / "learn_known_optimum.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    history = [
+        {"step": 1, "alerts": [{"check": "step_time_collapse"}]},
+        {"step": 2, "alerts": [{"check": "update_collapse"}, {"check": "entropy_low"}]},
+        {"step": 3, "alerts": [{"check": "fallback_high"}], "rollback": True},
+    ]
+    fired = script.alert_steps(history)
+    assert fired["collapse"] == [2, 3]
+    assert fired["step_time_collapse"] == [1]
+    assert fired["entropy_low"] == [2] and fired["deadlock"] == []
+    assert fired["rollback"] == [3]
