@@ -6,7 +6,8 @@ t-interval over seeds), seeds lower than the start, seeds whose most-written hel
 within 0.02 of the best expected reward, the held-out share of the best workflow, validity, final
 training entropy, alert steps (deadlock / entropy_low, summed over seeds), runs whose last 3 steps
 raised deadlock or collapse (the issue's "no run ends in deadlock or collapse") and, apart, runs
-whose last 3 steps raised entropy_low (reported, not a target), and minutes per seed.
+whose last 3 steps raised entropy_low (reported, not a target), and minutes per seed: wall
+clock, and CPU time of the process (both cores; "–" for files without it).
 ``--targets`` adds the issue's "done when" verdict per world:
 
     python scripts/ablation_table.py runs/screen/known_optimum-*.json
@@ -30,7 +31,8 @@ from flowgrpo.trainer.reports.study import mean_interval
 HEADER = (
     "| setting | world | valid-only regret start → trained | seeds lower | mode near best "
     "| best share | held-out validity | final entropy | deadlock / entropy_low steps "
-    "| runs ending in deadlock / collapse | runs ending in entropy_low | min per seed |"
+    "| runs ending in deadlock / collapse | runs ending in entropy_low | min per seed "
+    "| CPU-min per seed |"
 )
 TARGET_HEADER = (
     " ≤ 50% of start | reduction CI > 0 | ≥ 4/5 lower | mode near best ≥ 3/5 "
@@ -56,6 +58,10 @@ def _f(value) -> str:
 def _ci(values) -> str:
     mean, half = mean_interval(values)
     return _f(mean) + ("" if half != half else f" ± {half:.3f}")
+
+
+def _mean_or_dash(values) -> str:
+    return "–" if None in values or not values else f"{sum(values) / len(values):.1f}"
 
 
 def setting_of(data: dict) -> str:
@@ -135,6 +141,7 @@ def world_stats(world: dict) -> dict:
         "ended": sum(ended_in_alert(r, r["steps"]) for r in runs),
         "ended_low": sum(ended_in_alert(r, r["steps"], ("entropy_low",)) for r in runs),
         "minutes": [r["wall_minutes"] for r in runs],
+        "cpu_minutes": [r.get("cpu_minutes") for r in runs],
         "n": len(runs),
     }
 
@@ -166,7 +173,7 @@ def rows(data: dict, targets: bool) -> list[str]:
             f"| {st['lower']}/{n} | {st['near']}/{n} | {_ci(st['best_share'])} "
             f"| {_ci(st['validity'])} | {_ci(st['entropy'])} "
             f"| {st['deadlock']} / {st['entropy_low']} | {st['ended']}/{n} | {st['ended_low']}/{n} "
-            f"| {sum(st['minutes']) / n:.1f} |"
+            f"| {sum(st['minutes']) / n:.1f} | {_mean_or_dash(st['cpu_minutes'])} |"
         )
         out.append(row + (verdict(st) if targets else ""))
     return out

@@ -74,6 +74,16 @@ def test_the_table_has_one_row_per_world_and_names_the_setting(tmp_path, capsys)
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 3 and lines[2].startswith("| t (`a=1`) | w | 0.200 → 0.200 ± 1.271 | 1/2")
     assert "| 0.300 ± 0.635 |" in lines[2]  # final entropy: mean 0.3, t(1) 12.706 * 0.0707 / 1.41
+    assert lines[2].endswith("| 4.0 | – |")  # wall minutes; no CPU time in these runs
+
+
+def test_cpu_minutes_are_the_mean_over_seeds(tmp_path, capsys):
+    runs = [_run(0.1, True, 0.2), _run(0.1, True, 0.2)]
+    runs[0]["cpu_minutes"], runs[1]["cpu_minutes"] = 7.0, 10.0
+    path = tmp_path / "known_optimum-t.json"
+    path.write_text(json.dumps(_data(runs)))
+    ablation.main([str(path)])
+    assert capsys.readouterr().out.splitlines()[2].endswith("| 4.0 | 8.5 |")
 
 
 def test_a_file_that_is_not_a_study_is_one_line(tmp_path):
