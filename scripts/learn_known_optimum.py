@@ -339,16 +339,40 @@ def write(args, start: dict, runs: list[dict]) -> Path:
     return path
 
 
-def cached_start(args, base, world) -> dict:
-    """The start's held-out numbers, reused from OUT/start-*.json when the world and every
-    override that changes sampling or evaluation (rollout.*, model.*, eval size) are the same."""
+def adapter_digest(path) -> str | None:
+    """The sha256 of an adapter folder's weights and adapter config (None without one): a start
+    re-made in the same folder is a different start."""
     import hashlib
 
-    key = [world.name if world else "config", args.config, args.eval_n, args.eval_k,
-           SAMPLER_VERSION]  # fmt: skip
-    key += sorted(o for o in args.overrides if o.startswith(("rollout.", "model.", "lora.")))
-    digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12]
-    path = Path(args.out) / f"start-{key[0]}-{digest}.json"
+    folder = Path(path) if path else None
+    if folder is None or not folder.is_dir():
+        return None
+    digest = hashlib.sha256()
+    for file in sorted(folder.glob("adapter_*")):
+        digest.update(file.name.encode() + file.read_bytes())
+    return digest.hexdigest()
+
+
+def start_key(args, world) -> list:
+    """What the start's held-out numbers depend on: the world, the eval size, the sampler, the
+    resolved sections that sample, score and evaluate, and the start adapter's own bytes."""
+    from flowgrpo.configuration import to_dict
+
+    cfg = config_of(args, None, world)
+    sections = {name: to_dict(getattr(cfg, name))
+                for name in ("model", "lora", "rollout", "executor", "rewards")}  # fmt: skip
+    return [world.name if world else "config", args.eval_n, args.eval_k, SAMPLER_VERSION,
+            sections, adapter_digest(cfg.model.init_adapter)]  # fmt: skip
+
+
+def cached_start(args, base, world) -> dict:
+    """The start's held-out numbers, reused from OUT/start-*.json when :func:`start_key` is the
+    same (the config's content and the adapter's bytes, not only their names)."""
+    import hashlib
+
+    key = start_key(args, world)
+    digest = hashlib.sha256(json.dumps(key, default=str, sort_keys=True).encode()).hexdigest()
+    path = Path(args.out) / f"start-{key[0]}-{digest[:12]}.json"
     if path.exists() and not args.smoke:
         return json.loads(path.read_text(encoding="utf-8"))
     start = start_eval(args, base, world)

@@ -125,11 +125,7 @@ def test_resume_refuses_a_file_made_with_other_overrides(tmp_path):
 
 
 def test_alert_steps_keep_a_faster_step_apart_from_a_collapse_into_prose():
-    spec = importlib.util.spec_from_file_location(
-        "learn_known_optimum", REPO / "scripts" / "learn_known_optimum.py"
-    )
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _script()
     history = [
         {"step": 1, "alerts": [{"check": "step_time_collapse"}]},
         {"step": 2, "alerts": [{"check": "update_collapse"}, {"check": "entropy_low"}]},
@@ -140,3 +136,33 @@ def test_alert_steps_keep_a_faster_step_apart_from_a_collapse_into_prose():
     assert fired["step_time_collapse"] == [1]
     assert fired["entropy_low"] == [2] and fired["deadlock"] == []
     assert fired["rollback"] == [3]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location(
+        "learn_known_optimum", REPO / "scripts" / "learn_known_optimum.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_the_cached_start_key_follows_the_adapter_bytes_not_its_folder_name(tmp_path):
+    # a start re-made in the same folder must not reuse the old start's held-out numbers
+    script = _script()
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_model.safetensors").write_bytes(b"first")
+    args = script.parse_args(["--seeds", "0", "--set", f"model.init_adapter={adapter}"])
+    first = script.start_key(args, None)
+    assert first == script.start_key(args, None)
+    (adapter / "adapter_model.safetensors").write_bytes(b"second")
+    assert script.start_key(args, None) != first
+    assert script.adapter_digest(tmp_path / "missing") is None
+
+
+def test_the_cached_start_key_follows_the_config_content(tmp_path):
+    script = _script()
+    base = script.parse_args(["--seeds", "0"])
+    hotter = script.parse_args(["--seeds", "0", "--set", "rollout.temperature=1.0"])
+    assert script.start_key(base, None) != script.start_key(hotter, None)
