@@ -105,7 +105,11 @@ def parse(text: str) -> Workflow:
     """
     result = _parse_or_error(text)
     if isinstance(result, DSLSyntaxError):
-        raise result
+        # a fresh exception per call: raising the cached one would attach this caller's
+        # traceback to it, and through its frames the cache would keep every caller's locals
+        # (a training step's rollout, the model) alive for as long as the entry lives
+        raise DSLSyntaxError(result.message, result.line, result.column, result.hint,
+                             result.text, reason=result.reason)  # fmt: skip
     return result
 
 

@@ -1,5 +1,8 @@
 """Parser and canonical form: tables of good programs, tables of bad ones."""
 
+import gc
+import weakref
+
 import pytest
 
 from flowgrpo.dsl import (
@@ -198,3 +201,22 @@ def test_syntax_error_survives_pickling():
         info.value.hint,
         str(info.value),
     )
+
+
+def test_a_syntax_error_keeps_no_frame_of_its_caller_alive():
+    # parse() caches its errors; the exception a caller gets must not be the cached object,
+    # or its traceback (and the caller's locals: a training step's rollout and model) would
+    # live as long as the cache entry
+    class Payload:
+        pass
+
+    def caller():
+        payload = Payload()
+        with pytest.raises(DSLSyntaxError) as info:
+            parse("Custom -> ")
+        assert info.value.line == 1
+        return weakref.ref(payload)
+
+    refs = [caller(), caller()]  # the second one is answered from the cache
+    gc.collect()
+    assert [ref() for ref in refs] == [None, None]
