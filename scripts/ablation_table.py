@@ -86,17 +86,25 @@ def _metrics(run: dict) -> list[dict] | None:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
+def _deadlocks_in(lines: list[dict]) -> list[int]:
+    from flowgrpo.trainer.monitoring.health import HealthConfig, get_check
+
+    check, config = get_check("deadlock"), HealthConfig()
+    return [lines[i]["step"] for i in range(len(lines)) if check(lines[: i + 1], config)]
+
+
+def _collapses_in(lines: list[dict]) -> list[int]:
+    named = [(line["step"], a.get("check") or a.get("name") if isinstance(a, dict) else a)
+             for line in lines for a in line.get("alerts") or []]  # fmt: skip
+    return sorted({step for step, name in named if name in COLLAPSE_CHECKS})
+
+
 def replayed_deadlocks(run: dict) -> list[int] | None:
     """The deadlock steps under the CURRENT rule, replayed on the run's metrics.jsonl (beside
     its checkpoint) when it is still on disk, so rows trained under an older rule compare; None
     when the file is gone (the stored steps are used)."""
-    from flowgrpo.trainer.monitoring.health import HealthConfig, get_check
-
     lines = _metrics(run)
-    if lines is None:
-        return None
-    check, config = get_check("deadlock"), HealthConfig()
-    return [lines[i]["step"] for i in range(len(lines)) if check(lines[: i + 1], config)]
+    return None if lines is None else _deadlocks_in(lines)
 
 
 def logged_collapses(run: dict) -> list[int] | None:
@@ -104,20 +112,16 @@ def logged_collapses(run: dict) -> list[int] | None:
     read from metrics.jsonl when on disk: files written before ``learn_known_optimum`` kept
     ``step_time_collapse`` apart counted it as a collapse. None when the file is gone."""
     lines = _metrics(run)
-    if lines is None:
-        return None
-    named = [(line["step"], a.get("check") or a.get("name") if isinstance(a, dict) else a)
-             for line in lines for a in line.get("alerts") or []]  # fmt: skip
-    return sorted({step for step, name in named if name in COLLAPSE_CHECKS})
+    return None if lines is None else _collapses_in(lines)
 
 
 def with_current_deadlocks(run: dict) -> dict:
-    deadlocks, collapses = replayed_deadlocks(run), logged_collapses(run)
-    alerts = dict(run["alerts"])
-    if deadlocks is not None:
-        alerts["deadlock"] = deadlocks
-    if collapses is not None:
-        alerts["collapse"] = collapses
+    """The run with its deadlock and collapse steps re-read from metrics.jsonl (read once)
+    when it is on disk; unchanged otherwise."""
+    lines = _metrics(run)
+    if lines is None:
+        return run
+    alerts = {**run["alerts"], "deadlock": _deadlocks_in(lines), "collapse": _collapses_in(lines)}
     return {**run, "alerts": alerts}
 
 
