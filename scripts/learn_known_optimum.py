@@ -121,6 +121,9 @@ def held_out(cfg, model, tokenizer, args) -> dict:
         max_new_tokens=r.max_new_tokens,
         constrained=r.constrained,
     )  # fmt: skip  (the policy is evaluated as it samples in training)
+    from flowgrpo.trainer.reports.eval_run import resolve_device
+
+    model.to(resolve_device("auto"))  # the GPU where one is visible, as training uses it
     executor, limits = setup.executor(cfg, model, tokenizer)
     model.eval()
     sim = regret_settings(cfg, limits)

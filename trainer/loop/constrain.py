@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import weakref
 
 import torch
@@ -27,6 +28,12 @@ CONSTRAINED_MODES = ("off", "grammar")
 ALL_ALLOWED = -1  # an int32 word with every bit set
 
 _TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# workflows every policy tokenizer must read back through llguidance as it decodes them itself
+READ_BACK_PROBES = (
+    "[Custom, Programmer] -> ScEnsemble -> (Review ? Revise : done) * 2",
+    'AnswerGenerate("step by step") -> Programmer * 3 -> MdEnsemble',
+)
+logger = logging.getLogger(__name__)
 
 
 def _llg():
@@ -39,7 +46,15 @@ def _llg():
 
 
 def grammar_tokenizer(tokenizer, vocab_size: int, eos_ids: list[int]):
-    """llguidance's view of ``tokenizer`` (built once per tokenizer: about 0.6 s for 49k)."""
+    """llguidance's view of ``tokenizer`` (built once per tokenizer: about 0.6 s for 49k).
+
+    llguidance reads the tokenizer's decoder from its JSON; where it cannot (a ValueError) or
+    reads it wrongly (transformers 5.17 converts the SmolLM2 GGUF file to a ByteFallback + Fuse
+    + ByteLevel decoder, which llguidance took for a byte-fallback one: every "Ġ" stayed two
+    literal bytes, so the mask allowed tokens the grammar forbids), each token's own decoded
+    bytes are used instead (:class:`_DecodedVocab`). Raises ``ValueError`` when neither view
+    reads :data:`READ_BACK_PROBES` back as ``tokenizer`` decodes them.
+    """
     key = (vocab_size, tuple(eos_ids))
     cached = _TOKENIZERS.setdefault(tokenizer, {})
     if key not in cached:
@@ -47,11 +62,34 @@ def grammar_tokenizer(tokenizer, vocab_size: int, eos_ids: list[int]):
         try:
             ll = llg.hf.from_tokenizer(tokenizer, n_vocab=vocab_size, eos_token=eos_ids[0])
         except ValueError:  # a decoder llguidance does not read (the tiny tokenizer's Fuse)
+            ll = None
+        if ll is None or not reads_back(ll, tokenizer):
+            if ll is not None:
+                logger.warning(
+                    "llguidance misreads this tokenizer's decoder; the grammar mask uses each "
+                    "token's decoded bytes instead (docs/CONSTRAINED.md)"
+                )
             ll = llg.LLTokenizer(
                 llg.TokenizerWrapper(_DecodedVocab(tokenizer, vocab_size, eos_ids))
             )
+            if not reads_back(ll, tokenizer):
+                raise ValueError(
+                    "rollout.constrained=grammar: the policy tokenizer's tokens do not decode "
+                    "independently and llguidance does not read its decoder, so the grammar "
+                    "mask would be wrong; use rollout.constrained=off with this tokenizer"
+                )
         cached[key] = ll
     return cached[key]
+
+
+def reads_back(ll_tokenizer, tokenizer) -> bool:
+    """True when llguidance decodes ``tokenizer``'s own tokens of every probe workflow to the
+    bytes ``tokenizer`` decodes them to: the mask then allows exactly what the policy writes."""
+    for text in READ_BACK_PROBES:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        if ll_tokenizer.decode_bytes(ids) != tokenizer.decode(ids).encode():
+            return False
+    return True
 
 
 class _DecodedVocab:
@@ -107,6 +145,9 @@ class GrammarMask(LogitsProcessor):
     ``prompt_len``: width of the (left-padded) prompt in ``input_ids``; each call first feeds
     every matcher the token sampled at the previous call. A row whose matcher has stopped (it
     sampled the end token) is left unmasked: ``generate`` pads it and the loss ignores it.
+    ``end_ids``: the end tokens; a row that sampled one is finished even where its matcher does
+    not report itself stopped (seen with a matcher in error), so the pad tokens ``generate``
+    writes after it (the tokenizer's pad, which need not be the end token) are never fed to it.
     ``bits``: the packed mask of every call, [N, W] int32 each (see :meth:`allowed_bits`).
     ``endgame``: keeps every row finishable inside the token and call budgets (it edits the
     row's bits before they are applied and stored; :mod:`.endgame`).
@@ -117,8 +158,9 @@ class GrammarMask(LogitsProcessor):
     """
 
     def __init__(self, matchers: list, prompt_len: int, vocab_size: int, temperature=1.0,
-                 endgame=None):  # fmt: skip
+                 endgame=None, end_ids=()):  # fmt: skip
         self.matchers, self.prompt_len, self.vocab_size = matchers, prompt_len, vocab_size
+        self.end_ids, self.finished = frozenset(end_ids), [False] * len(matchers)
         self.endgame = endgame  # an endgame.EndGame, or None: the grammar alone
         self.temperature = temperature if temperature > 0 else 1.0  # greedy: the raw logits
         self.bits: list[torch.Tensor] = []
@@ -127,12 +169,15 @@ class GrammarMask(LogitsProcessor):
     def __call__(self, input_ids, scores):
         llt = _llg().torch
         if input_ids.shape[1] > self.prompt_len:
-            for m, tok in zip(self.matchers, input_ids[:, -1].tolist()):
-                if not m.is_stopped() and not m.consume_token(tok):
+            for i, (m, tok) in enumerate(zip(self.matchers, input_ids[:, -1].tolist())):
+                if self.finished[i] or m.is_stopped():
+                    continue
+                if not m.consume_token(tok):
                     raise RuntimeError(f"grammar matcher rejected token {tok}: {m.get_error()}")
+                self.finished[i] = tok in self.end_ids
         bits = llt.allocate_token_bitmask(len(self.matchers), self.vocab_size)
         for i, m in enumerate(self.matchers):
-            if m.is_stopped():
+            if self.finished[i] or m.is_stopped():
                 bits[i] = ALL_ALLOWED
             else:
                 llt.fill_next_token_bitmask(m, bits, i)

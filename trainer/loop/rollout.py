@@ -229,7 +229,7 @@ def _grammar_mask(constrained, model, tokenizer, problems, ids_NP, prompt, limit
     matchers = make_matchers(ll_tokenizer, domains, prompt.operators, limits)
     limits = limits if limits is not None else DEFAULT_LIMITS
     endgame = EndGame(tokenizer, max_new, domains, prompt.operators, limits, eos[0])
-    return GrammarMask(matchers, ids_NP.shape[1], vocab, endgame=endgame)
+    return GrammarMask(matchers, ids_NP.shape[1], vocab, endgame=endgame, end_ids=eos)
 
 
 def _left_padded(tokenizer, texts: list[str]):
