@@ -80,5 +80,6 @@ def test_known_optimum_configs_use_the_simulated_executor():
         cfg = load_config(name)
         assert cfg.executor.kind == "simulated" and cfg.rollout.num_generations == 8
         assert cfg.rewards.weights["accuracy"] == max(cfg.rewards.weights.values())
-    assert load_config("configs/known-optimum.yaml").model.init_adapter == "runs/format-sft/adapter"
+    start = load_config("configs/known-optimum.yaml").model.init_adapter
+    assert start == "runs/format-sft-full/adapter"
     assert load_config("configs/tiny-known-optimum.yaml").model.init_adapter is None

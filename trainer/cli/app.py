@@ -248,12 +248,13 @@ def sft_cmd(config_path, overrides, out, json_out) -> None:
     from the run's operator table (sft.data: grammar, stratified so no workflow dominates) or
     your JSONL of {"question", "workflow"} objects (sft.data: jsonl:PATH). Held-out validity is
     measured by sampling validation problems at the rollout temperature; training stops at
-    sft.target_validity (default 0.45: a partly trained start). The adapter has the config's
-    LoRA shape: start training from it with --set model.init_adapter=OUT.
+    sft.target_validity (default 0.45: a partly trained start; null: all sft.max_steps). The
+    adapter has the config's LoRA shape: start training from it with --set
+    model.init_adapter=OUT.
 
     \b
     Example:
-      flowgrpo sft --config configs/known-optimum.yaml --out runs/format-sft/adapter
+      flowgrpo sft --config configs/known-optimum.yaml --out runs/format-sft-full/adapter
     """
     sft_command(config_path, overrides, out, json_out)
 

@@ -19,7 +19,7 @@ from flowgrpo.trainer.loop.policy import count_parameters
 
 logger = logging.getLogger(__name__)
 
-HOW_TO_MAKE = "produce one with: flowgrpo sft --config CONFIG --out runs/format-sft/adapter"
+HOW_TO_MAKE = "produce one with: flowgrpo sft --config CONFIG --out {path}"
 
 
 def adapter_dir(path: str | Path) -> Path:
@@ -31,7 +31,7 @@ def adapter_dir(path: str | Path) -> Path:
             return candidate
     raise FileNotFoundError(
         f"model.init_adapter: {path} holds no LoRA adapter (no adapter_config.json); "
-        f"{HOW_TO_MAKE}, or set model.init_adapter: null for a fresh adapter"
+        f"{HOW_TO_MAKE.format(path=path)}, or set model.init_adapter: null for a fresh adapter"
     )
 
 
