@@ -9,6 +9,7 @@ compared with the states reached by labelled malformed examples).
 
 from __future__ import annotations
 
+import copy
 import difflib
 import functools
 import re
@@ -105,11 +106,10 @@ def parse(text: str) -> Workflow:
     """
     result = _parse_or_error(text)
     if isinstance(result, DSLSyntaxError):
-        # a fresh exception per call: raising the cached one would attach this caller's
-        # traceback to it, and through its frames the cache would keep every caller's locals
-        # (a training step's rollout, the model) alive for as long as the entry lives
-        raise DSLSyntaxError(result.message, result.line, result.column, result.hint,
-                             result.text, reason=result.reason)  # fmt: skip
+        # a fresh copy per call (through DSLSyntaxError.__reduce__): raising the cached one
+        # would attach this caller's traceback to it, and through its frames the cache would
+        # keep every caller's locals (a training step's rollout, the model) alive
+        raise copy.copy(result)
     return result
 
 

@@ -109,6 +109,7 @@ def held_out(cfg, model, tokenizer, args) -> dict:
     from flowgrpo.operators.simulation.metrics import regret_settings
     from flowgrpo.trainer.loop import setup
     from flowgrpo.trainer.loop.metric_hooks import start_hooks
+    from flowgrpo.trainer.reports.eval_run import resolve_device
     from flowgrpo.trainer.reports.evaluate import EvalSettings, evaluate
 
     r = cfg.rollout
@@ -121,8 +122,6 @@ def held_out(cfg, model, tokenizer, args) -> dict:
         max_new_tokens=r.max_new_tokens,
         constrained=r.constrained,
     )  # fmt: skip  (the policy is evaluated as it samples in training)
-    from flowgrpo.trainer.reports.eval_run import resolve_device
-
     model.to(resolve_device("auto"))  # the GPU where one is visible, as training uses it
     executor, limits = setup.executor(cfg, model, tokenizer)
     model.eval()

@@ -143,11 +143,11 @@ class GrammarMask(LogitsProcessor):
     """Sets to -inf the score of every token the row's grammar cannot continue with.
 
     ``prompt_len``: width of the (left-padded) prompt in ``input_ids``; each call first feeds
-    every matcher the token sampled at the previous call. A row whose matcher has stopped (it
-    sampled the end token) is left unmasked: ``generate`` pads it and the loss ignores it.
-    ``end_ids``: the end tokens; a row that sampled one is finished even where its matcher does
-    not report itself stopped (seen with a matcher in error), so the pad tokens ``generate``
-    writes after it (the tokenizer's pad, which need not be the end token) are never fed to it.
+    every matcher the token sampled at the previous call. A row is finished once it sampled
+    one of ``end_ids`` or its matcher stopped (``finished``), even where the matcher does not
+    report itself stopped (seen with a matcher in error): it is left unmasked and fed nothing
+    more, since ``generate`` pads it (with the tokenizer's pad, which need not be the end
+    token) and the loss ignores it.
     ``bits``: the packed mask of every call, [N, W] int32 each (see :meth:`allowed_bits`).
     ``endgame``: keeps every row finishable inside the token and call budgets (it edits the
     row's bits before they are applied and stored; :mod:`.endgame`).
@@ -170,14 +170,14 @@ class GrammarMask(LogitsProcessor):
         llt = _llg().torch
         if input_ids.shape[1] > self.prompt_len:
             for i, (m, tok) in enumerate(zip(self.matchers, input_ids[:, -1].tolist())):
-                if self.finished[i] or m.is_stopped():
+                if self.finished[i]:
                     continue
                 if not m.consume_token(tok):
                     raise RuntimeError(f"grammar matcher rejected token {tok}: {m.get_error()}")
-                self.finished[i] = tok in self.end_ids
+                self.finished[i] = tok in self.end_ids or m.is_stopped()
         bits = llt.allocate_token_bitmask(len(self.matchers), self.vocab_size)
         for i, m in enumerate(self.matchers):
-            if self.finished[i] or m.is_stopped():
+            if self.finished[i]:
                 bits[i] = ALL_ALLOWED
             else:
                 llt.fill_next_token_bitmask(m, bits, i)

@@ -6,11 +6,13 @@ import logging
 import llguidance
 import llguidance.hf
 import pytest
+import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from flowgrpo.trainer.loop.constrain import (
     READ_BACK_PROBES,
+    GrammarMask,
     grammar_tokenizer,
     make_matchers,
     reads_back,
@@ -107,10 +109,6 @@ class _NeverStops:
 
 
 def test_a_finished_row_gets_no_more_tokens_and_no_mask():
-    import torch
-
-    from flowgrpo.trainer.loop.constrain import GrammarMask
-
     end, pad, vocab = 2, 1, 40
     matcher = _NeverStops(end)
     matcher.consume_token(7)  # the row wrote 7 (its mask came from a real matcher)
