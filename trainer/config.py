@@ -144,6 +144,12 @@ class RolloutConfig:
         dynamic_sampling: drop zero-variance groups from the update and replace them with fresh
             problems (DAPO, arXiv 2503.14476), std-based.
         max_resample_rounds: bound on replacement rounds per step.
+        tie_temperature: the sampling temperature of the replacement rounds of a step whose
+            every group tied (no informative group: a collapsed policy writes one workflow K
+            times, and resampling it at its own temperature draws the same again). The groups
+            those rounds keep are trained with log-probs at this temperature (Polaris-style
+            exploration, An et al. 2025). The trainer's response to ``deadlock``; None = the
+            rounds sample at the step's temperature. Needs dynamic sampling.
         seed: problems and sampling seed (rank-offset under multiple processes).
     """
 
@@ -164,6 +170,7 @@ class RolloutConfig:
     cache_max_entries: int = 200_000
     dynamic_sampling: bool = True
     max_resample_rounds: int = 1
+    tie_temperature: float | None = None
     seed: int = 0
 
     def __post_init__(self):
@@ -189,6 +196,7 @@ class RolloutConfig:
         ):
             check(getattr(self, name) in ok, f"rollout.{name}", "use " + " or ".join(ok))
         check(self.max_resample_rounds >= 0, "rollout.max_resample_rounds", "must be >= 0")
+        self._check_tie_temperature()
         check(
             isinstance(self.executions, int) and self.executions >= 1,
             "rollout.executions",
@@ -198,6 +206,23 @@ class RolloutConfig:
             isinstance(self.cache_max_entries, int) and self.cache_max_entries >= 1,
             "rollout.cache_max_entries",
             "must be an integer >= 1 (results kept in memory; set cache_path: null for no cache)",
+        )
+
+    def _check_tie_temperature(self) -> None:
+        hot = self.tie_temperature
+        if hot is None:
+            return
+        check(
+            isinstance(hot, (int, float)) and math.isfinite(hot) and hot >= self.temperature,
+            "rollout.tie_temperature",
+            f"must be a number >= rollout.temperature ({self.temperature}), got {hot!r}; "
+            "null turns it off",
+        )
+        check(
+            self.dynamic_sampling and self.max_resample_rounds >= 1,
+            "rollout.tie_temperature",
+            "is the temperature of dynamic sampling's replacement rounds: set "
+            "rollout.dynamic_sampling: true and max_resample_rounds >= 1, or tie_temperature: null",
         )
 
 

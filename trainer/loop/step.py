@@ -7,6 +7,8 @@
 2. the guard's decision on those metrics (``monitoring.collapse``), in the Trainer.
 3. :func:`collect` — with dynamic sampling (DAPO, arXiv 2503.14476), drop groups with no
    learning signal and replace them with groups of fresh problems: the batch to train on.
+   When every group tied, the replacement rounds sample at ``rollout.tie_temperature``
+   (:func:`tie_temperature`; the response to a deadlock).
 4. :func:`compute_train_advantages` — advantages ONCE, on exactly the batch that is trained;
    :func:`train_metrics` and :func:`sample_rows` (each sample with the advantage it was
    trained with; null when it was not trained on).
@@ -22,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -99,7 +101,9 @@ class Scored:
 
 @dataclass(frozen=True)
 class Collected:
-    """One step's data: the first rollout (metrics) and the batch to train on (None: none)."""
+    """One step's data: the first rollout (metrics) and the batch to train on (None: none).
+    ``resample_temperature``: the temperature the replacement rounds sampled ``train`` at when
+    every group of ``first`` tied (``rollout.tie_temperature``); None: the step's own."""
 
     first: Scored
     train: Scored | None
@@ -108,6 +112,7 @@ class Collected:
     generated_tokens: int
     gen_seconds: float
     score_seconds: float
+    resample_temperature: float | None = None
 
 
 def sample_and_score(env: StepEnv, problems: Sequence[Problem]) -> Scored:
@@ -212,8 +217,10 @@ def collect(env: StepEnv, draw: Callable[[int], list[Problem]], first: Scored) -
     missing, rounds, resampled = groups - len(keep), 0, 0
     tokens, gen_s, score_s = int(first.rollout.mask_NT.sum()), first.rollout.seconds, 0.0
     score_s += first.score_seconds
+    hot = tie_temperature(env) if r.dynamic_sampling and not keep else None
+    rounds_env = env if hot is None else replace(env, temperature=hot)
     while r.dynamic_sampling and missing > 0 and rounds < r.max_resample_rounds:
-        extra = sample_and_score(env, draw(missing))
+        extra = sample_and_score(rounds_env, draw(missing))
         good = informative_groups(extra.table, estimator)
         if good:
             parts.append(select_groups(extra, good))
@@ -223,7 +230,21 @@ def collect(env: StepEnv, draw: Callable[[int], list[Problem]], first: Scored) -
         gen_s, score_s = gen_s + extra.rollout.seconds, score_s + extra.score_seconds
     train = concat_scored(parts) if parts else None
     kept = 0 if train is None else len(train.rollout.problems)
-    return Collected(first, train, kept, resampled, tokens, gen_s, score_s)
+    return Collected(first, train, kept, resampled, tokens, gen_s, score_s, hot)
+
+
+def tie_temperature(env: StepEnv) -> float | None:
+    """The temperature of the replacement rounds of a step whose every group tied:
+    ``rollout.tie_temperature`` (never below the step's own temperature, which the entropy
+    controller may have raised), or None when it is off. Every group tied = the policy wrote
+    one answer per problem, so a round at the same temperature draws it again (the deadlock);
+    a hotter round samples the alternatives the policy still gives mass to, and the groups it
+    keeps carry a reward difference again (Polaris-style exploration, An et al. 2025)."""
+    r = env.config.rollout
+    if r.tie_temperature is None:
+        return None
+    step = r.temperature if env.temperature is None else env.temperature
+    return max(r.tie_temperature, step)
 
 
 def untrained(first: Scored) -> Collected:
@@ -256,6 +277,7 @@ def train_metrics(collected: Collected, adv_N: torch.Tensor | None) -> dict:
     return {
         "kept_groups": collected.kept_groups,
         "resampled_groups": collected.resampled_groups,
+        "resample_temperature": collected.resample_temperature,
         "gen_time": collected.gen_seconds,
         "score_time": collected.score_seconds,
         "adv_frac_extreme": None if adv_N is None else float((adv_N.abs() >= 0.99).float().mean()),

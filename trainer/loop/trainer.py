@@ -239,21 +239,7 @@ class Trainer:
             batch = UpdateBatch(collected.train.rollout, adv_N)
         elif not rollback:
             batch = self._entropy_only_batch(collected.first.rollout)
-        if rollback or not self._any_rank(batch is not None):
-            # No gradient this step: loss and norm are truly 0 (the zero_grad check reads them);
-            # the rest was not computed.
-            update = {key: None for key in UPDATE_KEYS} | {"loss": 0.0, "grad_norm": 0.0}
-            update["entropy"] = rollout_entropy(
-                self.model, collected.first.rollout, self.update_settings
-            )
-            updated = False
-        else:
-            if self.config.health.guard == "rollback":
-                self.snapshot = take_snapshot(self.model, self.optimizer, self.step)
-            update = policy_update(
-                self.model, self.optimizer, self.scheduler, batch, self._settings(metrics)
-            )
-            updated = True
+        update, updated = self._update(batch, collected, metrics, rollback)
         metrics.update(update, skipped_update=not updated, rollback=rollback)
         self._adapt_entropy_coef(metrics)
         elapsed = time.perf_counter() - start
@@ -268,6 +254,28 @@ class Trainer:
             limit = self.config.logging.samples_per_step
             self.writer.write(metrics, steps.sample_rows(self.step, collected, adv_N, limit))
         return metrics
+
+    def _update(self, batch, collected, metrics: dict, rollback: bool) -> tuple[dict, bool]:
+        """The policy update of the step (or its no-update numbers) and whether it ran."""
+        first = collected.first.rollout
+        if rollback or not self._any_rank(batch is not None):
+            # No gradient this step: loss and norm are truly 0 (the zero_grad check reads them);
+            # the rest was not computed.
+            update = {key: None for key in UPDATE_KEYS} | {"loss": 0.0, "grad_norm": 0.0}
+            update["entropy"] = rollout_entropy(self.model, first, self.update_settings)
+            return update, False
+        if self.config.health.guard == "rollback":
+            self.snapshot = take_snapshot(self.model, self.optimizer, self.step)
+        hot = collected.resample_temperature if collected.train is not None else None
+        # a batch resampled hot: log the entropy of the policy as it samples (the first rollout
+        # at the step's temperature, before the update), not the hot batch's, so entropy_low
+        # still reports a collapse the response is answering
+        entropy = None if hot is None else rollout_entropy(self.model, first, self.update_settings)
+        settings = self._settings(metrics, hot)
+        update = policy_update(self.model, self.optimizer, self.scheduler, batch, settings)
+        if entropy is not None:
+            update["entropy"] = entropy
+        return update, True
 
     def _entropy_only_batch(self, rollout) -> UpdateBatch | None:
         """Every group tied (no reward signal), but the entropy controller is acting: train the
@@ -285,17 +293,23 @@ class Trainer:
         rows = rollout.completion_ids_NT.shape[0]
         return UpdateBatch(rollout, torch.zeros(rows, dtype=torch.float32))
 
-    def _settings(self, metrics: dict):
+    def _settings(self, metrics: dict, hot: float | None = None):
         """This step's update settings: with ``algorithm.entropy_control`` on, the loss's
         entropy coefficient is the controller's (Skywork-OR1; :mod:`..algorithms.entropy_control`)
-        and the metrics line records it as ``entropy_coef``."""
+        and the metrics line records it as ``entropy_coef``. A batch sampled by the replacement
+        rounds of a tied step (``rollout.tie_temperature``) is scored at the temperature it was
+        sampled at, so the log-probs are those of the policy that drew it."""
+        settings = self.update_settings
+        if hot is not None:
+            logger.info("step %d: every group tied; trained on groups resampled at temperature "
+                        "%.2f (rollout.tie_temperature)", self.step, hot)  # fmt: skip
+            settings = replace(settings, temperature=hot)
         control = self.config.algorithm.entropy_control
         if control.target is None:
-            return self.update_settings
+            return settings
         coef = applied_entropy_coef(self.entropy_coef, self.last_entropy, control)
         metrics["entropy_coef"] = coef
-        loss = replace(self.update_settings.loss, entropy_coef=coef)
-        return replace(self.update_settings, loss=loss)
+        return replace(settings, loss=replace(settings.loss, entropy_coef=coef))
 
     def _adapt_entropy_coef(self, metrics: dict) -> None:
         """After the step: move the coefficient toward the target entropy (the automatic

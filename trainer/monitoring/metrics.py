@@ -162,6 +162,11 @@ METRICS_SCHEMA: tuple[tuple[str, str], ...] = (
     ),
     ("kept_groups", "groups trained on after dynamic sampling"),
     ("resampled_groups", "groups of fresh problems sampled to replace zero-signal ones"),
+    (
+        "resample_temperature",
+        "rollout.tie_temperature on: the temperature of this step's replacement rounds, sampled "
+        "because every group of the first rollout tied; null when the step did not tie",
+    ),
     ("gen_time", "seconds generating completions"),
     ("score_time", "seconds extracting, validating, executing and scoring"),
     ("loss", "the step's total loss (sum over micro-batches = whole-batch loss)"),
