@@ -150,6 +150,11 @@ class RolloutConfig:
             those rounds keep are trained with log-probs at this temperature (Polaris-style
             exploration, An et al. 2025). The trainer's response to ``deadlock``; None = the
             rounds sample at the step's temperature. Needs dynamic sampling.
+        tie_temperature_step: added to the tie temperature after a tied step whose hot rounds
+            kept no group either (the policy sharpens further while it stays tied), up to
+            ``max_tie_temperature``; back to ``tie_temperature`` once a first rollout has an
+            informative group. 0: a fixed tie temperature.
+        max_tie_temperature: the tie temperature's upper bound (>= ``tie_temperature``).
         seed: problems and sampling seed (rank-offset under multiple processes).
     """
 
@@ -171,6 +176,8 @@ class RolloutConfig:
     dynamic_sampling: bool = True
     max_resample_rounds: int = 1
     tie_temperature: float | None = None
+    tie_temperature_step: float = 0.0
+    max_tie_temperature: float = 4.0
     seed: int = 0
 
     def __post_init__(self):
@@ -217,6 +224,17 @@ class RolloutConfig:
             "rollout.tie_temperature",
             f"must be a number >= rollout.temperature ({self.temperature}), got {hot!r}; "
             "null turns it off",
+        )
+        step, top = self.tie_temperature_step, self.max_tie_temperature
+        check(
+            isinstance(step, (int, float)) and math.isfinite(step) and step >= 0,
+            "rollout.tie_temperature_step",
+            f"must be a number >= 0 (0: a fixed tie temperature), got {step!r}",
+        )
+        check(
+            isinstance(top, (int, float)) and math.isfinite(top) and top >= hot,
+            "rollout.max_tie_temperature",
+            f"must be a number >= rollout.tie_temperature ({hot}), got {top!r}",
         )
         check(
             self.dynamic_sampling and self.max_resample_rounds >= 1,

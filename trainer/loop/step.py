@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -40,7 +40,7 @@ from flowgrpo.rewards import (
     weighted_sum,
 )
 from flowgrpo.trainer.algorithms.advantages import compute_advantages, group_stats
-from flowgrpo.trainer.config import TrainConfig
+from flowgrpo.trainer.config import RolloutConfig, TrainConfig
 from flowgrpo.trainer.loop.constrain import sampling_limits
 from flowgrpo.trainer.loop.environment import RunEnvironment
 from flowgrpo.trainer.loop.rollout import Rollout, concat_rollouts, generate_rollout
@@ -61,7 +61,9 @@ class StepEnv:
     that scoring appends to the diversity ``history`` and the execution ``cache``).
     ``environment`` is the run's: its prompt is rendered, its operator table validates, its
     executor runs the workflows. ``temperature``: this step's sampling temperature (None:
-    ``rollout.temperature``; the entropy controller's temperature lever sets it)."""
+    ``rollout.temperature``; the entropy controller's temperature lever sets it).
+    ``tie_temperature``: the temperature of the replacement rounds if every group of this
+    step ties (:func:`next_tie_temperature`; None: off)."""
 
     config: TrainConfig
     model: torch.nn.Module
@@ -70,6 +72,7 @@ class StepEnv:
     cache: ExecutionCache | None
     history: RecentWorkflows
     temperature: float | None = None
+    tie_temperature: float | None = None
 
 
 @dataclass(frozen=True)
@@ -235,16 +238,31 @@ def collect(env: StepEnv, draw: Callable[[int], list[Problem]], first: Scored) -
 
 def tie_temperature(env: StepEnv) -> float | None:
     """The temperature of the replacement rounds of a step whose every group tied:
-    ``rollout.tie_temperature`` (never below the step's own temperature, which the entropy
+    ``env.tie_temperature`` (never below the step's own temperature, which the entropy
     controller may have raised), or None when it is off. Every group tied = the policy wrote
     one answer per problem, so a round at the same temperature draws it again (the deadlock);
     a hotter round samples the alternatives the policy still gives mass to, and the groups it
     keeps carry a reward difference again (Polaris-style exploration, An et al. 2025)."""
-    r = env.config.rollout
-    if r.tie_temperature is None:
+    if env.tie_temperature is None:
         return None
-    step = r.temperature if env.temperature is None else env.temperature
-    return max(r.tie_temperature, step)
+    step = env.config.rollout.temperature if env.temperature is None else env.temperature
+    return max(env.tie_temperature, step)
+
+
+def next_tie_temperature(rollout: RolloutConfig, last: Mapping | None) -> float | None:
+    """The tie temperature of the next step, from the last step's metrics line: raised by
+    ``tie_temperature_step`` (up to ``max_tie_temperature``) when the last step tied and its hot
+    rounds kept no group (a collapsed policy keeps sharpening: a fixed temperature ties again
+    after a few steps); held when they kept some; ``tie_temperature`` after an untied step.
+    Read from the metrics history, so a resumed run continues where it stopped."""
+    if rollout.tie_temperature is None:
+        return None
+    hot = None if last is None else last.get("resample_temperature")
+    if hot is None:
+        return rollout.tie_temperature
+    if last.get("kept_groups"):
+        return float(hot)
+    return min(float(hot) + rollout.tie_temperature_step, rollout.max_tie_temperature)
 
 
 def untrained(first: Scored) -> Collected:

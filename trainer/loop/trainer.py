@@ -222,6 +222,9 @@ class Trainer:
     def _train_step(self) -> dict:
         """One step: collect -> advantages (once) -> metrics -> guard -> update -> health."""
         start = time.perf_counter()
+        last = self.monitor.history[-1] if self.monitor.history else None
+        hot = steps.next_tie_temperature(self.config.rollout, last)  # if every group ties
+        self.env = replace(self.env, tie_temperature=hot)
         first = steps.first_rollout(self.env, self.sampler.draw)
         metrics = {"step": self.step, **steps.rollout_metrics_of(first)}
         hooks = self.environment.hooks  # plugins' metrics hooks that are on for this run

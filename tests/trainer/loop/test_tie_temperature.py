@@ -3,6 +3,7 @@ rounds sample at the tie temperature, and the groups they keep are scored at it 
 to a deadlock, issue 20); a step with any informative group resamples at its own temperature."""
 
 import json
+import re
 
 import pytest
 from trainer_fakes import PROSE, VALID, text_rollout
@@ -19,10 +20,11 @@ SIGNAL = [VALID] * 4 + [PROSE] * 4
 
 
 def _run(tmp_path, monkeypatch, groups, *extra):
-    """One step of configs/tiny.yaml (2 problems, K=8, temperature 0.8) where group i of the
-    step (first rollout, then replacement rounds) writes ``groups[i]``. Returns (temperatures
+    """A run of configs/tiny.yaml (one step unless ``extra`` says; 2 problems, K=8, temperature
+    0.8) where group i of the
+    run (first rollouts, then replacement rounds) writes ``groups[i]``. Returns (temperatures
     sampled at per generate call, temperatures the update scored at, entropy-pass temperatures
-    with the texts they scored, the metrics line)."""
+    with the texts they scored, the first metrics line)."""
     fake, sampled, scored, entropy = text_rollout(lambda g: groups[g]), [], [], []
 
     def spy_rollout(model, tokenizer, problems, group_size, temperature, *args, **kwargs):
@@ -105,3 +107,54 @@ def test_bad_tie_temperatures_name_the_field_and_the_fix(overrides, message):
     with pytest.raises(ConfigError, match=r"rollout\.tie_temperature") as err:
         load_config("configs/tiny.yaml", overrides)
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        (("rollout.tie_temperature_step=-0.1",), "rollout.tie_temperature_step"),
+        (("rollout.max_tie_temperature=1.2",), "rollout.max_tie_temperature"),
+    ],
+)
+def test_bad_tie_schedules_name_their_field(overrides, field):
+    with pytest.raises(ConfigError, match=re.escape(field)):
+        load_config("configs/tiny.yaml", ("rollout.tie_temperature=1.6", *overrides))
+
+
+def _rollout_config(**kw):
+    from flowgrpo.trainer.config import RolloutConfig
+
+    return RolloutConfig(**kw)
+
+
+@pytest.mark.parametrize(
+    ("last", "expected"),
+    [
+        (None, 1.6),  # the first step
+        ({"resample_temperature": None, "kept_groups": 2}, 1.6),  # an untied step
+        ({"resample_temperature": 1.6, "kept_groups": 1}, 1.6),  # tied, the hot round found some
+        ({"resample_temperature": 2.0, "kept_groups": 0}, 2.4),  # tied, and the hot round too
+        ({"resample_temperature": 3.8, "kept_groups": 0}, 4.0),  # capped
+        ({"resample_temperature": 3.0, "kept_groups": None}, 3.4),  # kept not logged: none kept
+    ],
+)
+def test_the_tie_temperature_rises_only_while_hot_rounds_tie_too(last, expected):
+    from flowgrpo.trainer.loop.step import next_tie_temperature
+
+    r = _rollout_config(tie_temperature=1.6, tie_temperature_step=0.4, max_tie_temperature=4.0)
+    assert next_tie_temperature(r, last) == pytest.approx(expected)
+    assert next_tie_temperature(_rollout_config(), last) is None  # off
+    fixed = _rollout_config(tie_temperature=1.6)  # step 0: fixed
+    assert next_tie_temperature(fixed, {"resample_temperature": 1.6, "kept_groups": 0}) == 1.6
+
+
+def test_a_run_that_keeps_tying_samples_each_hot_round_hotter(tmp_path, monkeypatch):
+    """Three steps, every group (first rollouts and hot rounds alike) tied: the hot rounds
+    sample at 1.6, 2.0, 2.4 (step 0.4); the first rollouts stay at 0.8."""
+    sampled, scored, _, _ = _run(
+        tmp_path, monkeypatch, [TIED] * 12, "rollout.tie_temperature=1.6",
+        "rollout.tie_temperature_step=0.4", "optim.max_steps=3",
+    )  # fmt: skip
+    assert sampled == pytest.approx([0.8, 1.6, 0.8, 2.0, 0.8, 2.4]) and scored == []
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [line["resample_temperature"] for line in lines] == pytest.approx([1.6, 2.0, 2.4])
