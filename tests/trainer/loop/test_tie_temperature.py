@@ -19,7 +19,7 @@ TIED = [VALID] * 8
 SIGNAL = [VALID] * 4 + [PROSE] * 4
 
 
-def _run(tmp_path, monkeypatch, groups, *extra):
+def _run(tmp_path, monkeypatch, groups, *extra, resume=False):
     """A run of configs/tiny.yaml (one step unless ``extra`` says; 2 problems, K=8, temperature
     0.8) where group i of the
     run (first rollouts, then replacement rounds) writes ``groups[i]``. Returns (temperatures
@@ -48,7 +48,7 @@ def _run(tmp_path, monkeypatch, groups, *extra):
         "configs/tiny.yaml",
         (f"logging.output_dir={tmp_path}", "optim.max_steps=1", *extra),
     )
-    Trainer(cfg, executor=ScriptedBackend(lambda request: "5")).train()
+    Trainer(cfg, resume=resume, executor=ScriptedBackend(lambda request: "5")).train()
     line = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
     return sampled, scored, entropy, line
 
@@ -158,3 +158,15 @@ def test_a_run_that_keeps_tying_samples_each_hot_round_hotter(tmp_path, monkeypa
     assert sampled == pytest.approx([0.8, 1.6, 0.8, 2.0, 0.8, 2.4]) and scored == []
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [line["resample_temperature"] for line in lines] == pytest.approx([1.6, 2.0, 2.4])
+
+
+def test_a_resumed_run_continues_the_tie_temperature_it_reached(tmp_path, monkeypatch):
+    hot = ("rollout.tie_temperature=1.6", "rollout.tie_temperature_step=0.4",
+           "logging.save_every=1")  # fmt: skip
+    sampled, _, _, _ = _run(tmp_path, monkeypatch, [TIED] * 8, *hot, "optim.max_steps=2")
+    assert sampled == pytest.approx([0.8, 1.6, 0.8, 2.0])
+    monkeypatch.undo()
+    sampled, _, _, _ = _run(
+        tmp_path, monkeypatch, [TIED] * 4, *hot, "optim.max_steps=3", resume=True
+    )
+    assert sampled == pytest.approx([0.8, 2.4])  # step 3 goes on from step 2's 2.0
