@@ -195,6 +195,7 @@ def train_and_eval(args, seed: int, base, world=None) -> dict:
     from peft import PeftModel
 
     from flowgrpo.trainer.loop.checkpoint import latest_checkpoint
+    from flowgrpo.trainer.loop.interrupt import EXIT_CODES
     from flowgrpo.trainer.loop.trainer import Trainer
     from flowgrpo.trainer.reports.diagnose import read_jsonl
     from flowgrpo.trainer.reports.evaluate import adapter_dir
@@ -204,7 +205,14 @@ def train_and_eval(args, seed: int, base, world=None) -> dict:
     wall, cpu = time.perf_counter(), time.process_time()
     if not args.from_runs:
         model = copy.deepcopy(base[0])
-        Trainer(cfg, model=model, tokenizer=base[1], overwrite=True).train()
+        result = Trainer(cfg, model=model, tokenizer=base[1], overwrite=True).train()
+        if result.exit_code in EXIT_CODES.values():  # Ctrl-C / kill: stop the study
+            where = world.name if world is not None else "config"
+            sys.exit(
+                f"[{where}] seed {seed} interrupted at step {result.steps} of "
+                f"{cfg.optim.max_steps}: not recorded. Seeds that finished are saved; run the "
+                "same command with --resume to continue (this seed starts again)."
+            )
     checkpoint = latest_checkpoint(run_dir)
     policy = PeftModel.from_pretrained(copy.deepcopy(base[0]), str(adapter_dir(checkpoint)))
     history = read_jsonl(run_dir / "metrics.jsonl")

@@ -166,3 +166,28 @@ def test_the_cached_start_key_follows_the_config_content(tmp_path):
     base = script.parse_args(["--seeds", "0"])
     hotter = script.parse_args(["--seeds", "0", "--set", "rollout.temperature=1.0"])
     assert script.start_key(base, None) != script.start_key(hotter, None)
+
+
+def test_an_interrupted_seed_stops_the_study_and_is_not_recorded(tmp_path, monkeypatch):
+    """Ctrl-C / SIGTERM ends the training run early (exit 130/143, a checkpoint at the step it
+    reached): the study must stop there, not evaluate the partial run as a finished seed."""
+    from flowgrpo.trainer.loop import trainer as trainer_mod
+    from flowgrpo.trainer.loop.trainer import TrainResult
+
+    script = _script()
+    evaluated = []
+
+    class Interrupted:
+        def __init__(self, cfg, **kwargs):
+            self.cfg = cfg
+
+        def train(self):
+            return TrainResult(1, Path(self.cfg.logging.output_dir), None, exit_code=143)
+
+    monkeypatch.setattr(trainer_mod, "Trainer", Interrupted)
+    monkeypatch.setattr(script, "held_out", lambda *a, **k: evaluated.append(a) or {})
+    args = script.parse_args(["--smoke", "--out", str(tmp_path), "--runs-dir", str(tmp_path)])
+    with pytest.raises(SystemExit) as stop:
+        script.train_and_eval(args, 0, (None, None))
+    assert "interrupted at step 1 of 2" in str(stop.value) and "--resume" in str(stop.value)
+    assert evaluated == []
