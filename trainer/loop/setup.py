@@ -117,6 +117,13 @@ def prepare_run(cfg, run_dir: Path, resume: bool, overwrite: bool, main_process:
             "rollout.constrained: grammar, or keep max_temperature near rollout.temperature",
             control.max_temperature,
         )  # fmt: skip
+    if cfg.rollout.tie_temperature is not None and cfg.rollout.constrained == "off":
+        logger.warning(  # the same reason: a hot unconstrained sample is often prose
+            "rollout.tie_temperature resamples tied steps at %.2f (up to %.2f) while "
+            "rollout.constrained is off: hot samples write more prose; set rollout.constrained: "
+            "grammar, or a tie_temperature near rollout.temperature",
+            cfg.rollout.tie_temperature, cfg.rollout.max_tie_temperature,
+        )  # fmt: skip
     return prepare_run_dir(cfg, run_dir, resume, overwrite, main_process)
 
 

@@ -170,3 +170,17 @@ def test_a_resumed_run_continues_the_tie_temperature_it_reached(tmp_path, monkey
         tmp_path, monkeypatch, [TIED] * 4, *hot, "optim.max_steps=3", resume=True
     )
     assert sampled == pytest.approx([0.8, 2.4])  # step 3 goes on from step 2's 2.0
+
+
+@pytest.mark.parametrize(("constrained", "warned"), [("off", True), ("grammar", False)])
+def test_the_tie_temperature_warns_only_when_sampling_is_unconstrained(
+    tmp_path, caplog, constrained, warned
+):
+    from flowgrpo.trainer.loop import setup
+
+    cfg = load_config(
+        "configs/tiny.yaml", (f"rollout.constrained={constrained}", "rollout.tie_temperature=1.6")
+    )
+    with caplog.at_level("WARNING", logger=setup.__name__):
+        setup.prepare_run(cfg, tmp_path / "run", False, False, True)
+    assert ("hot samples write more prose" in caplog.text) == warned
