@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -38,6 +39,11 @@ def check(ok: bool, field: str, fix: str) -> None:
     """Raise ``ConfigError("field: fix")`` unless ``ok``."""
     if not ok:
         raise ConfigError(f"{field}: {fix}")
+
+
+def finite_number(value: Any) -> bool:
+    """A real number (int or float, not bool) that is neither NaN nor infinite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def from_dict(cls: type[T], data: Any, path: str = "", base: T | None = None) -> T:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import yaml
 
-from flowgrpo.configuration import ConfigError, check, from_dict, to_dict
+from flowgrpo.configuration import ConfigError, check, finite_number, from_dict, to_dict
 from flowgrpo.dsl.fewshot import PromptSpec
 from flowgrpo.operators.custom import check_records
 from flowgrpo.operators.executor import ExecutorConfig, move_deprecated_keys, moved_overrides
@@ -220,19 +220,19 @@ class RolloutConfig:
         if hot is None:
             return
         check(
-            isinstance(hot, (int, float)) and math.isfinite(hot) and hot >= self.temperature,
+            finite_number(hot) and hot >= self.temperature,
             "rollout.tie_temperature",
             f"must be a number >= rollout.temperature ({self.temperature}), got {hot!r}; "
             "null turns it off",
         )
         step, top = self.tie_temperature_step, self.max_tie_temperature
         check(
-            isinstance(step, (int, float)) and math.isfinite(step) and step >= 0,
+            finite_number(step) and step >= 0,
             "rollout.tie_temperature_step",
             f"must be a number >= 0 (0: a fixed tie temperature), got {step!r}",
         )
         check(
-            isinstance(top, (int, float)) and math.isfinite(top) and top >= hot,
+            finite_number(top) and top >= hot,
             "rollout.max_tie_temperature",
             f"must be a number >= rollout.tie_temperature ({hot}), got {top!r}",
         )

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from flowgrpo.configuration import check
+from flowgrpo.configuration import check, finite_number
 
 
 @dataclass(frozen=True)
@@ -58,18 +58,19 @@ class EntropyControl:
     def __post_init__(self) -> None:
         name = "algorithm.entropy_control"
         check(
-            self.target is None or (_finite(self.target) and self.target > 0),
+            self.target is None or (finite_number(self.target) and self.target > 0),
             f"{name}.target",
             f"must be a positive entropy in nats per token, or null for off; got {self.target!r}",
         )
-        check(_finite(self.delta) and self.delta > 0, f"{name}.delta", "must be > 0")
-        check(_finite(self.max_coef) and self.max_coef >= 0, f"{name}.max_coef", "must be >= 0")
+        check(finite_number(self.delta) and self.delta > 0, f"{name}.delta", "must be > 0")
+        ok = finite_number(self.max_coef) and self.max_coef >= 0
+        check(ok, f"{name}.max_coef", "must be >= 0")
         check(
-            _finite(self.temperature_delta) and self.temperature_delta >= 0,
+            finite_number(self.temperature_delta) and self.temperature_delta >= 0,
             f"{name}.temperature_delta",
             "must be >= 0 (0 keeps the sampling temperature fixed)",
         )
-        check(_finite(self.max_temperature), f"{name}.max_temperature", "must be a number")
+        check(finite_number(self.max_temperature), f"{name}.max_temperature", "must be a number")
 
     def check_temperature(self, temperature: float) -> None:
         """With the temperature lever on, the rollout must sample (``temperature`` > 0) and
@@ -83,10 +84,6 @@ class EntropyControl:
             f"{name}.max_temperature",
             f"{self.max_temperature} is below rollout.temperature={temperature}; raise it",
         )
-
-
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def next_entropy_coef(coef: float, entropy: float | None, control: EntropyControl) -> float:
