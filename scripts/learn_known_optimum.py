@@ -53,9 +53,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", default="docs")
     p.add_argument("--from-runs", action="store_true", help="evaluate runs already trained")
     p.add_argument("--smoke", action="store_true", help="tiny random model (for CI)")
-    p.add_argument("--world", dest="worlds", action="append", default=[],
-                   help="a world file (configs/worlds/*.yaml); repeat for several (default: the "
-                        "config's own simulation)")  # fmt: skip
+    p.add_argument("--world", dest="worlds", action="extend", nargs="+", default=[],
+                   metavar="FILE",
+                   help="world files (configs/worlds/*.yaml), one or more, or repeat the option "
+                        "(default: the config's own simulation)")  # fmt: skip
     p.add_argument(
         "--set",
         dest="overrides",

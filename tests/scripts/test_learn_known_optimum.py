@@ -191,3 +191,12 @@ def test_an_interrupted_seed_stops_the_study_and_is_not_recorded(tmp_path, monke
         script.train_and_eval(args, 0, (None, None))
     assert "interrupted at step 1 of 2" in str(stop.value) and "--resume" in str(stop.value)
     assert evaluated == []
+
+
+def test_world_takes_several_files_at_once_or_repeated():
+    """`--world configs/worlds/*.yaml` (a shell glob) and repeated options give the same list."""
+    parse = _script().parse_args
+    at_once = parse(["--world", "a.yaml", "b.yaml", "--world", "c.yaml"]).worlds
+    assert at_once == ["a.yaml", "b.yaml", "c.yaml"]
+    assert parse(["--world", "a.yaml", "--world", "b.yaml"]).worlds == ["a.yaml", "b.yaml"]
+    assert parse([]).worlds == []
