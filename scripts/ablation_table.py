@@ -12,7 +12,7 @@ clock, and CPU time of the process (both cores; "–" for files without it).
 
     python scripts/ablation_table.py runs/screen/known_optimum-*.json
     python scripts/ablation_table.py docs/ablations/*.json --targets
-X
+    python scripts/ablation_table.py --merge NAME a.json b.json
 
 ``--merge`` joins files of one setting run in parts (other seeds, other sessions) into one row;
 the worlds' starts must agree, a seed may appear once per world, and overrides that differ

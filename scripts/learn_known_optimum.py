@@ -64,12 +64,18 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=[],
         help="a config override for every run (an ablation), e.g. optim.lr=1e-4",
     )
+    p.add_argument("--jobs", type=int, default=1,
+                   help="seeds trained at once, each in its own process with CPUs/JOBS torch "
+                        "threads (default 1: in this process; 2 on a 2-core CPU: "
+                        "docs/BENCHMARKS.md)")  # fmt: skip
     p.add_argument("--tag", default="", help="names this setting in run folders and tables")
     p.add_argument("--no-write", action="store_true", help="JSON only; leave RESULTS.md alone")
     p.add_argument("--resume", action="store_true",
                    help="keep every world and seed already in OUT's JSON for this tag and "
                         "run only the --seeds not saved (a study goes on)")  # fmt: skip
     args = p.parse_args(argv)
+    if args.jobs < 1:
+        p.error(f"--jobs must be >= 1, got {args.jobs}")
     if args.smoke:
         args.config, args.steps, args.eval_n = "configs/tiny-known-optimum.yaml", 2, 4
         args.seeds = args.seeds[:2]
@@ -193,6 +199,7 @@ def alert_steps(history: list[dict]) -> dict:
 
 def train_and_eval(args, seed: int, base, world=None) -> dict:
     """Train one seed (unless ``--from-runs``) and evaluate its final checkpoint."""
+    import torch
     from peft import PeftModel
 
     from flowgrpo.trainer.loop.checkpoint import latest_checkpoint
@@ -228,6 +235,7 @@ def train_and_eval(args, seed: int, base, world=None) -> dict:
         "eval": evaluated,
         "wall_minutes": (time.perf_counter() - wall) / 60,
         "cpu_minutes": (time.process_time() - cpu) / 60,
+        "torch_threads": torch.get_num_threads(),  # CPU minutes depend on it (--jobs)
     }
 
 
@@ -282,28 +290,11 @@ def table(start: dict, runs: list[dict]) -> str:
 
 
 def plot(runs: list[dict], out: Path) -> Path:
-    import matplotlib
+    from flowgrpo.trainer.reports.plots import seed_panels
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    for ax, key in zip(axes, ("sim/regret", "sim/valid_regret", "entropy"), strict=True):
-        width = min(len(r["series"][key]) for r in runs)
-        for run in runs:
-            ax.plot(range(1, width + 1), run["series"][key][:width], alpha=0.3, lw=1)
-        mean = [mean_interval([r["series"][key][i] for r in runs])[0] for i in range(width)]
-        ax.plot(range(1, width + 1), mean, color="black", lw=2, label="mean over seeds")
-        ax.set_xlabel("step")
-        ax.set_ylabel(key if key == "entropy" else f"{key} (SIMULATED executor)")
-        ax.grid(alpha=0.3)
-        ax.legend()
-    path = out / "known_optimum.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    labels = {key: key if key == "entropy" else f"{key} (SIMULATED executor)"
+              for key in ("sim/regret", "sim/valid_regret", "entropy")}  # fmt: skip
+    return seed_panels([run["series"] for run in runs], labels, out / "known_optimum.png")
 
 
 def section(args, start: dict, runs: list[dict], figure: Path) -> str:
@@ -442,12 +433,43 @@ def checked_worlds(args) -> list:
     return worlds
 
 
+def seed_task(task: tuple) -> dict:
+    """One seed in a worker process of ``--jobs``: ``(args, world file or None, seed)``; the
+    worker loads its own base model (a picklable task, no state shared with the parent)."""
+    from flowgrpo.operators.simulation.worlds import load_world
+
+    args, world_file, seed = task
+    world = load_world(world_file) if world_file is not None else None
+    return train_and_eval(args, seed, base_model(config_of(args, None)), world)
+
+
+def trained(args, plan: list, base):
+    """Each planned ``(world file, world, seed)`` trained and evaluated, as its run finishes:
+    in this process, or ``--jobs`` seeds at a time in worker processes."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from flowgrpo.trainer.reports.pool import run_pool
+
+    if args.jobs == 1:
+        for _, world, seed in plan:
+            yield train_and_eval(args, seed, base, world)
+        return
+    tasks = [(args, world_file, seed) for world_file, _, seed in plan]
+    try:
+        for _, run in run_pool(seed_task, tasks, args.jobs):
+            yield run
+    except (BrokenProcessPool, KeyboardInterrupt) as exc:
+        sys.exit(f"a worker stopped ({type(exc).__name__}): seeds that finished are saved; "
+                 "run the same command with --resume to continue")  # fmt: skip
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     worlds = checked_worlds(args)
     results: dict = resumed(args)  # worlds not run now stay in the file as they were
     base = base_model(config_of(args, None))
-    for world in worlds:
+    plan = []
+    for world_file, world in zip(args.worlds or [None], worlds):
         name = world.name if world is not None else "config"
         start = cached_start(args, base, world)
         print(f"[{name}] start: {start}", flush=True)
@@ -455,13 +477,13 @@ def main(argv=None) -> None:
         kept = {run["seed"] for run in results[name]["runs"]}
         if kept:
             print(f"[{name}] --resume: seeds {sorted(kept)} kept from {json_path(args)}")
-        for seed in (s for s in args.seeds if s not in kept):
-            run = train_and_eval(args, seed, base, world)
-            results[name]["runs"].append(run)
-            results[name]["runs"].sort(key=lambda r: r["seed"])
-            minutes = run["wall_minutes"]
-            print(f"[{name}] seed {seed}: {run['eval']} ({minutes:.1f} min)", flush=True)
-            save(args, results)
+        plan += [(world_file, world, s) for s in args.seeds if s not in kept]
+    for run in trained(args, plan, base):
+        name = run["world"] or "config"
+        results[name]["runs"] = sorted([*results[name]["runs"], run], key=lambda r: r["seed"])
+        minutes = run["wall_minutes"]
+        print(f"[{name}] seed {run['seed']}: {run['eval']} ({minutes:.1f} min)", flush=True)
+        save(args, results)
     if not args.no_write and len(worlds) == 1:
         only = results[next(iter(results))]
         print(f"wrote {write(args, only['start'], only['runs'])}")

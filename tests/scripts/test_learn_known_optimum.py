@@ -200,3 +200,28 @@ def test_world_takes_several_files_at_once_or_repeated():
     assert at_once == ["a.yaml", "b.yaml", "c.yaml"]
     assert parse(["--world", "a.yaml", "--world", "b.yaml"]).worlds == ["a.yaml", "b.yaml"]
     assert parse([]).worlds == []
+
+
+@pytest.mark.slow
+def test_jobs_trains_the_seeds_in_worker_processes_with_shared_cores(tmp_path):
+    from flowgrpo.trainer.reports.pool import threads_per_job
+
+    cmd = [sys.executable, str(REPO / "scripts" / "learn_known_optimum.py"), "--smoke",
+           "--jobs", "2", "--tag", "j", "--no-write", "--out", str(tmp_path),
+           "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads((tmp_path / "known_optimum-j.json").read_text())
+    assert [r["seed"] for r in data["runs"]] == [0, 1]  # sorted, whichever finished first
+    for run in data["runs"]:
+        assert Path(run["checkpoint"]).name == "checkpoint-2" and run["steps"] == 2
+        assert 0 <= run["eval"]["sim/regret"] <= 1.5
+        assert run["torch_threads"] == threads_per_job(2)
+
+
+def test_jobs_below_one_is_refused_before_anything_runs(tmp_path):
+    cmd = [sys.executable, str(REPO / "scripts" / "learn_known_optimum.py"), "--smoke",
+           "--jobs", "0", "--out", str(tmp_path)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 2 and "--jobs must be >= 1, got 0" in done.stderr
+    assert not any(tmp_path.iterdir())

@@ -54,6 +54,30 @@ def series(history: Sequence[Mapping], key: str) -> tuple[list[float], list[floa
     return steps, values
 
 
+def seed_panels(
+    runs: Sequence[Mapping[str, Sequence[float]]],
+    labels: Mapping[str, str],
+    path: Path,
+) -> Path:
+    """One panel per key of ``labels`` (its y label): every seed's series over steps, faint,
+    and the mean over seeds, bold (the steps all seeds reached). ``runs``: key -> values."""
+    figure = new_figure(5.0 * len(labels), 4.0)[0]
+    figure.clear()
+    for index, (key, label) in enumerate(labels.items(), start=1):
+        ax = figure.add_subplot(1, len(labels), index)
+        width = min(len(run[key]) for run in runs)
+        steps = range(1, width + 1)
+        for run in runs:
+            ax.plot(steps, run[key][:width], alpha=0.3, lw=1)
+        mean = [math.fsum(run[key][i] for run in runs) / len(runs) for i in range(width)]
+        ax.plot(steps, mean, color="black", lw=2, label="mean over seeds")
+        ax.set_xlabel("step")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    return save(figure, path)
+
+
 def bar_chart(labels: Sequence[str], values: Sequence[float], title: str, xlabel: str, path: Path):
     """A horizontal bar chart (first label on top) written to ``path``; None when empty."""
     if not labels:
