@@ -66,8 +66,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--jobs", type=int, default=1,
                    help="seeds trained at once, each in its own process with CPUs/JOBS torch "
-                        "threads (default 1: in this process; 2 on a 2-core CPU: "
-                        "docs/BENCHMARKS.md)")  # fmt: skip
+                        "threads (default 1: in this process; on a 2-core CPU 2 jobs were no "
+                        "faster: docs/BENCHMARKS.md)")  # fmt: skip
     p.add_argument("--tag", default="", help="names this setting in run folders and tables")
     p.add_argument("--no-write", action="store_true", help="JSON only; leave RESULTS.md alone")
     p.add_argument("--resume", action="store_true",

@@ -1,10 +1,10 @@
 """Independent study tasks (the seeds of a multi-seed study) in several processes at once.
 
-On a small CPU machine one SmolLM2-135M training run does not keep two cores busy: token-by-token
-generation is small matrix products plus Python work per token (the grammar mask, the
-executor), which one torch thread does as well as two. A process per core with one thread each
-can then finish more seeds per hour than one process using both; how much more is measured,
-not assumed (docs/BENCHMARKS.md, "Seeds in parallel").
+For machines with more cores than one training run of a small policy uses well: each seed in
+its own process, the cores shared out as torch threads. Whether that is faster is a matter of
+measurement, not assumption: on the 2-core CPU of docs/BENCHMARKS.md ("Seeds in parallel") two
+processes with one thread each finished two seeds no faster than one process with two threads
+(token-by-token generation and the backward pass of SmolLM2-135M did scale to the second core).
 
 :func:`run_pool` runs ``fn(task)`` for every task in ``jobs`` worker processes (``spawn``, so no
 parent state is inherited; ``fn`` must be a picklable top-level function) with
