@@ -48,7 +48,7 @@ class RunAbandoned(BaseException):
         return EXIT_CODES.get(self.signum, 128 + self.signum)
 
 
-class _SignalHandlers:
+class SignalHandlers:
     """Context manager: ``self._handle`` answers ``signals`` while inside; the previous handlers
     come back on exit. Main thread only (elsewhere signals keep their old behaviour)."""
 
@@ -71,7 +71,7 @@ class _SignalHandlers:
         raise NotImplementedError
 
 
-class StopOnSignal(_SignalHandlers):
+class StopOnSignal(SignalHandlers):
     """Context manager: SIGINT/SIGTERM ask the loop to stop after the current step (see the
     module docstring). ``received`` is the first signal's number, or None."""
 
@@ -102,7 +102,7 @@ class StopOnSignal(_SignalHandlers):
         return f"interrupted by {name} after step {step} of {max_steps}", code
 
 
-class AbortOnSignal(_SignalHandlers):
+class AbortOnSignal(SignalHandlers):
     """Context manager for setup (loading the model, building the run): SIGINT/SIGTERM raise
     :class:`RunAbandoned` at once, since there is no step to finish and nothing to save yet
     (without it SIGTERM would end the process silently)."""

@@ -22,16 +22,15 @@ import logging
 import multiprocessing
 import os
 import signal
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
+from flowgrpo.trainer.loop.interrupt import SignalHandlers
+
 __all__ = ["run_pool", "threads_per_job"]
 
 logger = logging.getLogger(__name__)
-
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def threads_per_job(jobs: int, cpus: int | None = None) -> int:
@@ -58,29 +57,19 @@ def _stop_workers(signum: int) -> None:
             pass
 
 
-class _Forward:
+class _Forward(SignalHandlers):
     """While inside (main thread only): SIGINT/SIGTERM are passed on to the workers and
     remembered (``received``) instead of ending the parent at once."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.received: int | None = None
-        self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, _frame) -> None:
         logger.warning("%s: stopping the workers after their current step",
                        signal.Signals(signum).name)  # fmt: skip
         self.received = signum
         _stop_workers(signum)
-
-    def __enter__(self) -> _Forward:
-        if threading.current_thread() is threading.main_thread():
-            for signum in _STOP_SIGNALS:
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
 
 
 def run_pool(
@@ -91,7 +80,6 @@ def run_pool(
     ``threads``: torch threads per worker (default :func:`threads_per_job`). The first task
     that raises stops the workers and re-raises its exception here.
     """
-    tasks = list(tasks)
     threads = threads if threads is not None else threads_per_job(jobs)
     context = multiprocessing.get_context("spawn")
     with _Forward() as forward, ProcessPoolExecutor(jobs, mp_context=context) as pool:
