@@ -169,11 +169,14 @@ def verdict(st: dict) -> str:
 
 def rows(data: dict, targets: bool) -> list[str]:
     out, label = [], setting_of(data)
-    for i, (name, world) in enumerate(data["worlds"].items()):
+    for name, world in data["worlds"].items():
+        if not world["runs"]:  # a study still running saves each world's start first
+            print(f"note: {data['tag']}: world {name} has no seed run yet; no row", file=sys.stderr)
+            continue
         st = world_stats(world)
         n = st["n"]
         row = (
-            f"| {label if i == 0 else ''} | {name} | {_f(st['start'])} → {_ci(st['trained'])} "
+            f"| {'' if out else label} | {name} | {_f(st['start'])} → {_ci(st['trained'])} "
             f"| {st['lower']}/{n} | {st['near']}/{n} | {_ci(st['best_share'])} "
             f"| {_ci(st['validity'])} | {_ci(st['entropy'])} "
             f"| {st['deadlock']} / {st['entropy_low']} | {st['ended']}/{n} | {st['ended_low']}/{n} "

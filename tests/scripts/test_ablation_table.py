@@ -86,6 +86,18 @@ def test_cpu_minutes_are_the_mean_over_seeds(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[2].endswith("| 4.0 | 8.5 |")
 
 
+def test_a_world_without_seeds_yet_gets_no_row_and_a_note(tmp_path, capsys):
+    data = _data([_run(0.1, True, 0.2)])
+    data["worlds"] = {"empty": {"start": {"sim/valid_regret": 0.3}, "runs": []}, **data["worlds"]}
+    path = tmp_path / "known_optimum-t.json"
+    path.write_text(json.dumps(data))
+    ablation.main([str(path)])
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
+    assert len(lines) == 3 and lines[2].startswith("| t (`a=1`) | w | 0.200 → 0.100 | 1/1")
+    assert "world empty has no seed run yet" in out.err
+
+
 def test_a_file_that_is_not_a_study_is_one_line(tmp_path):
     path = tmp_path / "x.json"
     path.write_text("{}")
