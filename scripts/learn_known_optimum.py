@@ -40,6 +40,11 @@ SERIES_KEYS = ("sim/regret", "sim/valid_regret", "sim/expected_accuracy", "entro
 # part of the cached start's key: raised when the sampler changes what a start writes
 # (2: the constrained sampler keeps the executor's call budget, not the DSL default)
 SAMPLER_VERSION = 2
+# rollout fields that shape training batches only: the start's held-out eval never reads them
+TRAINING_ONLY = ("problems_per_step", "num_generations", "allow_small_groups", "logprob_mode",
+                 "executions", "cache_path", "cache_max_entries", "dynamic_sampling",
+                 "max_resample_rounds", "tie_temperature", "tie_temperature_step",
+                 "max_tie_temperature")  # fmt: skip
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -356,13 +361,14 @@ def adapter_digest(path) -> str | None:
 
 
 def start_key(args, world) -> list:
-    """What the start's held-out numbers depend on: the world, the eval size, the sampler, the
-    resolved sections that sample, score and evaluate, and the start adapter's own bytes."""
+    """What the start's held-out numbers depend on: world, eval size, sampler, the resolved sections
+    that sample, score and evaluate (less TRAINING_ONLY) and the start adapter's own bytes."""
     from flowgrpo.configuration import to_dict
 
     cfg = config_of(args, None, world)
     sections = {name: to_dict(getattr(cfg, name))
                 for name in ("model", "lora", "rollout", "executor", "rewards")}  # fmt: skip
+    sections["rollout"] = {k: v for k, v in sections["rollout"].items() if k not in TRAINING_ONLY}
     return [world.name if world else "config", args.eval_n, args.eval_k, SAMPLER_VERSION,
             sections, adapter_digest(cfg.model.init_adapter)]  # fmt: skip
 

@@ -168,6 +168,19 @@ def test_the_cached_start_key_follows_the_config_content(tmp_path):
     assert script.start_key(base, None) != script.start_key(hotter, None)
 
 
+def test_a_batch_shape_ablation_reuses_the_start_a_sampler_change_does_not(tmp_path):
+    # the held-out eval of the start never reads the training batch's shape: 4 problems x 4
+    # completions x 32 executions evaluates the same start as 2 x 8 x 8
+    script = _script()
+    base = script.parse_args(["--seeds", "0"])
+    shape = ["rollout.problems_per_step=4", "rollout.num_generations=4",
+             "rollout.allow_small_groups=true", "rollout.executions=32"]  # fmt: skip
+    reshaped = script.parse_args(["--seeds", "0", *(a for s in shape for a in ("--set", s))])
+    assert script.start_key(base, None) == script.start_key(reshaped, None)
+    longer = script.parse_args(["--seeds", "0", "--set", "rollout.max_new_tokens=64"])
+    assert script.start_key(base, None) != script.start_key(longer, None)
+
+
 def test_an_interrupted_seed_stops_the_study_and_is_not_recorded(tmp_path, monkeypatch):
     """Ctrl-C / SIGTERM ends the training run early (exit 130/143, a checkpoint at the step it
     reached): the study must stop there, not evaluate the partial run as a finished seed."""
