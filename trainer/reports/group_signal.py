@@ -1,0 +1,108 @@
+"""Where a run's learning signal comes from: informative groups and the near-best share per block.
+
+Read from a run's ``samples.jsonl`` (one row per trained completion: ``step``, ``problem_id``,
+``advantage``, ``rewards.accuracy``, ``canonical``). A *group* is the completions of one problem
+at one step. A group whose mean accuracy is at least ``familiar`` (0.95) is a problem every
+workflow solves (the SIMULATED executor's "familiar" latent class, docs/SIMULATED_EXECUTOR.md):
+its advantages rank workflows by execution noise only, so it says nothing about which workflow
+is better. The other groups are the informative ones; the choice is learnt from them
+(docs/RESULTS.md, "Screening: 128 executions per workflow").
+
+Torch-free and pure: the near-best share takes the regret of a workflow as a function, so the
+caller decides the world (``scripts/group_signal.py`` builds it from the run's own config).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+FAMILIAR = 0.95  # mean group accuracy at or above which every workflow solved the problem
+NEAR = 0.02  # "within 0.02 of the best workflow's expected reward" (issue 20)
+
+
+@dataclass(frozen=True)
+class GroupSignal:
+    """Counts over a run's trained groups.
+
+    Attributes:
+        steps: distinct steps with at least one group.
+        groups: distinct (step, problem) groups.
+        familiar_share: share of groups with mean accuracy >= the threshold.
+        informative_per_step: groups below the threshold, per step.
+        familiar_advantage_mass: share of sum |advantage| carried by the familiar groups.
+    """
+
+    steps: int
+    groups: int
+    familiar_share: float
+    informative_per_step: float
+    familiar_advantage_mass: float
+
+
+def _accuracy(row: Mapping) -> float:
+    value = (row.get("rewards") or {}).get("accuracy")
+    if value is None:
+        # an invalid workflow is not executed: it solved nothing
+        return 0.0 if row.get("valid") is False else math.nan
+    return float(value)
+
+
+def group_signal(rows: Iterable[Mapping], familiar: float = FAMILIAR) -> GroupSignal:
+    """Informative groups and the advantage mass of familiar ones (see the module docstring).
+
+    Raises:
+        ValueError: no rows, or a valid row without ``rewards.accuracy`` (a run with
+            ``rollout.execute: false`` has no accuracy to tell familiar problems by).
+    """
+    groups: dict[tuple, list[Mapping]] = defaultdict(list)
+    for row in rows:
+        groups[(row["step"], row["problem_id"])].append(row)
+    if not groups:
+        raise ValueError("no samples: is this a run directory's samples.jsonl?")
+    familiar_groups, mass, familiar_mass = 0, 0.0, 0.0
+    for key, members in groups.items():
+        accuracies = [_accuracy(r) for r in members]
+        if any(math.isnan(a) for a in accuracies):
+            raise ValueError(
+                f"step {key[0]}, problem {key[1]}: a valid sample has no rewards.accuracy; "
+                "group signal needs a run that executed its workflows (rollout.execute: true)"
+            )
+        group_mass = sum(abs(float(r.get("advantage") or 0.0)) for r in members)
+        mass += group_mass
+        if sum(accuracies) / len(accuracies) >= familiar:
+            familiar_groups += 1
+            familiar_mass += group_mass
+    steps = len({step for step, _ in groups})
+    return GroupSignal(
+        steps=steps,
+        groups=len(groups),
+        familiar_share=familiar_groups / len(groups),
+        informative_per_step=(len(groups) - familiar_groups) / steps,
+        familiar_advantage_mass=familiar_mass / mass if mass > 0 else math.nan,
+    )
+
+
+def near_best_by_block(
+    rows: Iterable[Mapping], regret_of: Callable[[str], float], block: int = 5, near: float = NEAR
+) -> list[tuple[str, float]]:
+    """Per block of ``block`` steps (1-5, 6-10, ...): the share of completions whose canonical
+    workflow is within ``near`` of the best (``regret_of(canonical) <= near``); invalid
+    completions count as not near. Returns ``[(label, share), ...]`` in step order."""
+    if block < 1:
+        raise ValueError(f"block must be >= 1 step, got {block}")
+    counts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    cache: dict[str, bool] = {}
+    for row in rows:
+        index = (int(row["step"]) - 1) // block
+        text = row.get("canonical")
+        if text and text not in cache:
+            cache[text] = regret_of(text) <= near + 1e-12
+        counts[index][0] += bool(text) and cache[text]
+        counts[index][1] += 1
+    return [
+        (f"{i * block + 1}-{(i + 1) * block}", hits / total)
+        for i, (hits, total) in sorted(counts.items())
+    ]
