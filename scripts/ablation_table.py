@@ -13,10 +13,14 @@ clock, and CPU time of the process (both cores; "–" for files without it).
     python scripts/ablation_table.py runs/screen/known_optimum-*.json
     python scripts/ablation_table.py docs/ablations/*.json --targets
     python scripts/ablation_table.py --merge NAME a.json b.json
+    python scripts/ablation_table.py new.json --against base-a.json base-b.json
 
 ``--merge`` joins files of one setting run in parts (other seeds, other sessions) into one row;
 the worlds' starts must agree, a seed may appear once per world, and overrides that differ
 between the files are listed on stderr (the user decides they are the same setting).
+``--against`` compares each file with a base setting (its files merged), seed by seed: per world,
+the seeds both ran, their valid-only regret, the paired difference (mean, 95% t-interval) and
+the mode-near-best counts; a world or seed only one side ran is left out and named on stderr.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("files", nargs="+", help="known_optimum-TAG.json files")
     p.add_argument("--targets", action="store_true", help="add the issue's per-world verdict")
     p.add_argument("--merge", metavar="NAME", help="one row from all files (seeds joined)")
+    p.add_argument("--against", nargs="+", metavar="BASE", help="compare with this setting, "
+                   "seed by seed (its files merged)")  # fmt: skip
     p.add_argument("--save", metavar="DIR", help="also copy each file here with its deadlock "
                    "steps replayed (a copy that reads the same without the raw runs)")  # fmt: skip
     return p.parse_args(argv)
@@ -186,6 +192,39 @@ def rows(data: dict, targets: bool) -> list[str]:
     return out
 
 
+PAIRED_HEADER = (
+    "| setting | world | seeds paired | valid-only regret, base → this | paired difference "
+    "(this − base) | mode near best, base → this |"
+)
+
+
+def paired_rows(base: dict, data: dict) -> list[str]:
+    """One row per world both settings ran: the seeds both ran, compared pairwise."""
+    out, label = [], setting_of(data)
+    for name, world in data["worlds"].items():
+        if name not in base["worlds"]:
+            print(f"note: {data['tag']}: world {name} is not in the base; no row", file=sys.stderr)
+            continue
+        mine = {r["seed"]: r["eval"] for r in world["runs"]}
+        theirs = {r["seed"]: r["eval"] for r in base["worlds"][name]["runs"]}
+        seeds = sorted(set(mine) & set(theirs))
+        if set(mine) ^ set(theirs):
+            print(f"note: {name}: seeds {sorted(set(mine) ^ set(theirs))} unpaired, left out",
+                  file=sys.stderr)  # fmt: skip
+        if not seeds:
+            continue
+        a = [theirs[s]["sim/valid_regret"] for s in seeds]
+        b = [mine[s]["sim/valid_regret"] for s in seeds]
+        near_a = sum(bool(theirs[s].get("near_best")) for s in seeds)
+        near_b = sum(bool(mine[s].get("near_best")) for s in seeds)
+        n = len(seeds)
+        out.append(
+            f"| {'' if out else label} | {name} | {n} | {_ci(a)} → {_ci(b)} "
+            f"| {_ci([y - x for x, y in zip(a, b, strict=True)])} | {near_a}/{n} → {near_b}/{n} |"
+        )
+    return out
+
+
 def merged(files: list[tuple[str, dict]], name: str) -> dict:
     """One setting from several files: each world's runs joined (its start must agree)."""
     first = files[0][1]
@@ -220,9 +259,15 @@ def read(path: str) -> dict:
 def main(argv=None) -> None:
     args = parse_args(argv)
     header = HEADER + (TARGET_HEADER if args.targets else "")
+    if args.against:
+        header = PAIRED_HEADER
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     files = [(path, read(path)) for path in args.files]
-    if args.merge:
+    if args.against:
+        base = merged([(path, read(path)) for path in args.against], "base")
+        for _, data in files:
+            lines += paired_rows(base, data)
+    elif args.merge:
         lines += rows(merged(files, args.merge), args.targets)
     else:
         for _, data in files:

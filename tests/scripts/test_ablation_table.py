@@ -172,3 +172,18 @@ def test_merge_refuses_a_seed_twice_or_starts_that_differ(tmp_path):
         ablation.main([str(a), str(b), "--merge", "m"])
     with pytest.raises(SystemExit, match=r"start 0\.3 differs"):
         ablation.main([str(a), str(c), "--merge", "m"])
+
+
+def test_against_pairs_the_seeds_both_settings_ran(tmp_path, capsys):
+    base, new = tmp_path / "base.json", tmp_path / "new.json"
+    base.write_text(json.dumps(_data([_seeded(0, 0.05), _seeded(1, 0.07), _seeded(2, 0.09)])))
+    runs = [_seeded(0, 0.04), _seeded(1, 0.05), _seeded(3, 0.01)]
+    runs[1]["eval"]["near_best"] = False
+    new.write_text(json.dumps({**_data(runs), "tag": "new"}))
+    ablation.main([str(new), "--against", str(base)])
+    out, err = capsys.readouterr()
+    row = next(line for line in out.splitlines() if "| w |" in line)
+    # seeds 0 and 1 only: base 0.05, 0.07 (mean 0.06), new 0.04, 0.05 (0.045);
+    # differences -0.01, -0.02: mean -0.015, sd 0.00707, t(1) = 12.706 -> half 0.0635
+    assert "| 2 | 0.060 ± 0.127 → 0.045 ± 0.064 | -0.015 ± 0.064 | 2/2 → 1/2 |" in row
+    assert "[2, 3]" in err  # the unpaired seeds are named
