@@ -258,9 +258,7 @@ def read(path: str) -> dict:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    header = HEADER + (TARGET_HEADER if args.targets else "")
-    if args.against:
-        header = PAIRED_HEADER
+    header = PAIRED_HEADER if args.against else HEADER + (TARGET_HEADER if args.targets else "")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     files = [(path, read(path)) for path in args.files]
     if args.against:

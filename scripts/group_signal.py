@@ -15,10 +15,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from flowgrpo.operators.simulation.params import DIFFICULTIES
 from flowgrpo.trainer.reports.diagnose import read_jsonl
 from flowgrpo.trainer.reports.group_signal import FAMILIAR, group_signal, near_best_by_block
 
-MIX = {"easy": 1, "medium": 1, "hard": 1}  # the arithmetic task draws difficulties uniformly
+MIX = dict.fromkeys(DIFFICULTIES, 1)  # the arithmetic task draws difficulties uniformly
 
 
 def regret_of(run_dir: Path):

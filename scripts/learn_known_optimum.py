@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from flowgrpo.trainer.reports.group_signal import NEAR  # "within 0.02 of the best" (issue 20)
 from flowgrpo.trainer.reports.study import mean_interval, series
 
 START, END = "<!-- known-optimum:start -->", "<!-- known-optimum:end -->"
@@ -145,7 +146,6 @@ def held_out(cfg, model, tokenizer, args) -> dict:
 
 
 MIX = {"easy": 1, "medium": 1, "hard": 1}  # the arithmetic task draws difficulties uniformly
-NEAR = 0.02  # "the best workflow, or one within 0.02 of its expected reward" (issue 20)
 
 
 def mode_of(top: list, sim, samples: int) -> dict:

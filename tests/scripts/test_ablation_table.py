@@ -1,15 +1,11 @@
 """scripts/ablation_table.py: the issue-20 rows and verdicts against hand-computed values."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
-REPO = Path(__file__).parents[2]
-spec = importlib.util.spec_from_file_location("ablation", REPO / "scripts" / "ablation_table.py")
-ablation = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(ablation)
+ablation = load_script("ablation_table")
 
 
 def _run(vor, near, entropy, alerts=None, steps=30):

@@ -1,12 +1,12 @@
 """The known-optimum learning script in smoke mode (tiny model, 2 steps, 2 seeds)."""
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
 REPO = Path(__file__).parents[2]
 
@@ -139,12 +139,7 @@ def test_alert_steps_keep_a_faster_step_apart_from_a_collapse_into_prose():
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "learn_known_optimum", REPO / "scripts" / "learn_known_optimum.py"
-    )
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
+    return load_script("learn_known_optimum")
 
 
 def test_the_cached_start_key_follows_the_adapter_bytes_not_its_folder_name(tmp_path):

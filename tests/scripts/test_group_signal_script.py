@@ -1,20 +1,13 @@
 """scripts/group_signal.py: a run directory in, the signal and the near-best blocks out."""
 
-import importlib.util
 import json
 import shutil
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from script_loader import REPO, load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "group_signal", REPO / "scripts" / "group_signal.py"
-    )
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
+    return load_script("group_signal")
 
 
 def test_a_run_dir_reports_its_groups_and_the_worlds_near_best_share(tmp_path, capsys):
