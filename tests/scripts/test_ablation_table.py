@@ -183,3 +183,21 @@ def test_against_pairs_the_seeds_both_settings_ran(tmp_path, capsys):
     # differences -0.01, -0.02: mean -0.015, sd 0.00707, t(1) = 12.706 -> half 0.0635
     assert "| 2 | 0.060 ± 0.127 → 0.045 ± 0.064 | -0.015 ± 0.064 | 2/2 → 1/2 |" in row
     assert "[2, 3]" in err  # the unpaired seeds are named
+
+
+def test_against_pools_every_paired_seed_of_every_world(tmp_path, capsys):
+    base, new = tmp_path / "base.json", tmp_path / "new.json"
+    b = _data([_seeded(0, 0.05), _seeded(1, 0.07)])
+    n = _data([_seeded(0, 0.04), _seeded(1, 0.05)])
+    b["worlds"]["v"] = {"start": {"sim/valid_regret": 0.3}, "runs": [_seeded(0, 0.10)]}
+    n["worlds"]["v"] = {"start": {"sim/valid_regret": 0.3}, "runs": [_seeded(0, 0.14)]}
+    n["worlds"]["v"]["runs"][0]["eval"]["near_best"] = False
+    base.write_text(json.dumps(b))
+    new.write_text(json.dumps({**n, "tag": "new"}))
+    ablation.main([str(new), "--against", str(base)])
+    row = next(line for line in capsys.readouterr().out.splitlines() if "pooled" in line)
+    # pairs (0.05, 0.04), (0.07, 0.05), (0.10, 0.14): differences -0.01, -0.02, +0.04, mean
+    # 0.00333, sd 0.03215, t(2) = 4.303 -> half 0.0799; world w: 2/2 -> 2/2 near, v: 1/1 -> 0/1
+    assert "| all 2 worlds, pooled | 3 |" in row
+    assert "| 0.003 ± 0.080 |" in row
+    assert "3/3 → 2/3 (worlds ≥ 3/5: 2 → 1) |" in row
