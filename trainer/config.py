@@ -127,7 +127,9 @@ class RolloutConfig:
         problems_per_step: B, problems per optimizer step.
         num_generations: K, completions per problem (the group). K >= 8 unless
             allow_small_groups (see K_WARNING); K >= 2 always.
-        allow_small_groups: permit K < 8 (to reproduce the K=2 collapse).
+        allow_small_groups: permit K < 8: to reproduce the K=2 collapse, or for K = 4 under an
+            advantage without std division (dr_grpo), whose groups have no K=2 +-1 failure
+            (configs/known-optimum.yaml: 4 problems x 4, issue 20 in RESULTS.md).
         temperature / top_p: sampling of the policy (temperature > 0: a group needs variety).
         max_new_tokens: completion budget in tokens (also Dr. GRPO's constant normaliser).
         generate_merged: sample on merged LoRA weights (faster; base weights restored exactly).

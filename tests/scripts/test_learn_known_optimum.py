@@ -44,7 +44,9 @@ def test_worlds_each_get_their_runs_start_and_mode(tmp_path):
            "--seeds", "0", "--tag", "t", "--no-write", "--out", str(tmp_path),
            "--runs-dir", str(tmp_path / "runs"),
            # the settings configs/known-optimum.yaml adopted (issue 20), on the tiny policy
-           "--set", "rollout.constrained=grammar", "--set", "rollout.executions=2"]  # fmt: skip
+           "--set", "rollout.constrained=grammar", "--set", "rollout.executions=2",
+           "--set", "rollout.problems_per_step=4", "--set", "rollout.num_generations=4",
+           "--set", "rollout.allow_small_groups=true"]  # fmt: skip
     for world in worlds:
         cmd += ["--world", str(world)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)

@@ -78,7 +78,10 @@ def test_code_tasks_cannot_use_the_simulated_executor():
 def test_known_optimum_configs_use_the_simulated_executor():
     for name in ("configs/known-optimum.yaml", "configs/tiny-known-optimum.yaml"):
         cfg = load_config(name)
-        assert cfg.executor.kind == "simulated" and cfg.rollout.num_generations == 8
+        assert cfg.executor.kind == "simulated"
+        # 16 completions per step (the study's 2 x 8, then 4 x 4: issue 20 in RESULTS.md)
+        assert cfg.rollout.problems_per_step * cfg.rollout.num_generations == 16
+        assert cfg.rollout.num_generations >= 4
         assert cfg.rewards.weights["accuracy"] == max(cfg.rewards.weights.values())
     start = load_config("configs/known-optimum.yaml").model.init_adapter
     assert start == "runs/format-sft-full/adapter"
