@@ -15,11 +15,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from flowgrpo.operators.simulation.params import DIFFICULTIES
 from flowgrpo.trainer.reports.diagnose import read_jsonl
-from flowgrpo.trainer.reports.group_signal import FAMILIAR, group_signal, near_best_by_block
-
-MIX = dict.fromkeys(DIFFICULTIES, 1)  # the arithmetic task draws difficulties uniformly
+from flowgrpo.trainer.reports.group_signal import (
+    FAMILIAR,
+    group_signal,
+    near_best_by_block,
+)
+from flowgrpo.trainer.reports.group_signal import (
+    UNIFORM_MIX as MIX,
+)
 
 
 def regret_of(run_dir: Path):

@@ -27,7 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-from flowgrpo.trainer.reports.group_signal import NEAR  # "within 0.02 of the best" (issue 20)
+from flowgrpo.trainer.reports.group_signal import NEAR  # issue 20
+from flowgrpo.trainer.reports.group_signal import UNIFORM_MIX as MIX
 from flowgrpo.trainer.reports.study import mean_interval, series
 
 START, END = "<!-- known-optimum:start -->", "<!-- known-optimum:end -->"
@@ -143,9 +144,6 @@ def held_out(cfg, model, tokenizer, args) -> dict:
     out = {key: result.get(key) for key in EVAL_KEYS}
     out.update(mode_of(result.get("top_workflows") or [], sim, result.get("samples") or 1))
     return out
-
-
-MIX = {"easy": 1, "medium": 1, "hard": 1}  # the arithmetic task draws difficulties uniformly
 
 
 def mode_of(top: list, sim, samples: int) -> dict:

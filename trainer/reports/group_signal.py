@@ -19,8 +19,11 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from flowgrpo.operators.simulation.params import DIFFICULTIES
+
 FAMILIAR = 0.95  # mean group accuracy at or above which every workflow solved the problem
 NEAR = 0.02  # "within 0.02 of the best workflow's expected reward" (issue 20)
+UNIFORM_MIX = dict.fromkeys(DIFFICULTIES, 1)  # the arithmetic task draws difficulties uniformly
 
 
 @dataclass(frozen=True)
