@@ -19,11 +19,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from flowgrpo.operators.simulation.params import DIFFICULTIES
+from flowgrpo.operators.tasks.arithmetic import DIFFICULTIES
 
 FAMILIAR = 0.95  # mean group accuracy at or above which every workflow solved the problem
 NEAR = 0.02  # "within 0.02 of the best workflow's expected reward" (issue 20)
-UNIFORM_MIX = dict.fromkeys(DIFFICULTIES, 1)  # the arithmetic task draws difficulties uniformly
+# the arithmetic task draws its difficulties uniformly (rng.choice over DIFFICULTIES' keys)
+UNIFORM_MIX = dict.fromkeys(sorted(DIFFICULTIES), 1)
 
 
 @dataclass(frozen=True)
