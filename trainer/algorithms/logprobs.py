@@ -13,18 +13,105 @@ Two equivalent ways to score one group (K completions of the same prompt):
   prompt is the sum over the K completions, exactly as in the full computation.
 * ``full``: K full sequences (prompt + completion) in one batch. Used with gradient
   checkpointing (which disables the KV cache in training) and as the reference in tests.
+
+Across groups, ``shared_prompt`` also shares what every prompt of a batch starts with (the
+instruction and the few-shot turns: 168 of about 220 tokens of the built-in prompt): a
+:class:`PromptPrefix` runs those tokens once per batch, each group runs only the rest of its
+prompt against that cache, and :meth:`PromptPrefix.backward` sends the gradient the groups
+collected on the prefix's keys and values through the prefix forward once, after the last group.
+By the chain rule the gradient is that of every group's own full prompt (tested against it).
+Only the last prompt position's logits are computed (``logits_to_keep=1``): the others are never
+scored, and the vocabulary projection of 200 positions is about a tenth of the prompt's forward.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
+from transformers import DynamicCache
 
 from flowgrpo.trainer.algorithms.tokens import token_logprobs_and_entropy
 
 
-def _completion_logits_shared(model, prompt_P, completion_KT, mask_KT) -> torch.Tensor:
+@dataclass
+class PromptPrefix:
+    """The keys and values of the first L tokens shared by every prompt of a batch.
+
+    Attributes:
+        ids_L: the shared tokens.
+        kv: per layer, the (keys, values) the prefix forward returned ([1, H, L, D] each; part of
+            its autograd graph when it ran with gradients).
+        leaves: what the groups attend to: ``kv`` itself without gradients, else detached copies
+            that collect the groups' gradients until :meth:`backward`.
+    """
+
+    ids_L: torch.Tensor
+    kv: list[tuple[torch.Tensor, torch.Tensor]]
+    leaves: list[tuple[torch.Tensor, torch.Tensor]]
+
+    @property
+    def length(self) -> int:
+        return int(self.ids_L.shape[0])
+
+    def rest(self, prompt_P: torch.Tensor) -> torch.Tensor:
+        """The tokens of ``prompt_P`` after the prefix (a ValueError if it does not start so)."""
+        ids = self.ids_L.to(prompt_P.device)
+        if prompt_P.shape[0] <= self.length or not torch.equal(prompt_P[: self.length], ids):
+            raise ValueError("this prompt does not start with the batch's shared prefix")
+        return prompt_P[self.length :]
+
+    def cache(self) -> DynamicCache:
+        """A fresh cache holding the prefix (running more tokens against it leaves this intact)."""
+        return DynamicCache(ddp_cache_data=[(k, v) for k, v in self.leaves])
+
+    def backward(self) -> None:
+        """Backpropagate the gradient collected on :attr:`leaves` through the prefix forward."""
+        pairs = [
+            (out, leaf.grad)
+            for layer, leaves in zip(self.kv, self.leaves)
+            for out, leaf in zip(layer, leaves)
+            if leaf.grad is not None
+        ]
+        if pairs:
+            torch.autograd.backward([p[0] for p in pairs], [p[1] for p in pairs])
+
+
+def common_prefix_length(prompts) -> int:
+    """The number of leading tokens every prompt shares, leaving each at least one of its own."""
+    if not prompts:
+        return 0
+    limit = min(int(p.shape[0]) for p in prompts) - 1
+    first = prompts[0][: max(limit, 0)]
+    same = torch.ones(first.shape[0], dtype=torch.bool)
+    for other in prompts[1:]:
+        same &= other[: first.shape[0]].cpu() == first.cpu()
+    return int(same.long().cumprod(0).sum()) if first.shape[0] else 0
+
+
+def prompt_prefix(model, prompts) -> PromptPrefix | None:
+    """The :class:`PromptPrefix` of ``prompts`` (2 or more 1-D token tensors), under the caller's
+    grad mode; None when they share no token or there is only one (nothing to share)."""
+    if len(prompts) < 2:
+        return None
+    length = common_prefix_length(prompts)
+    if length == 0:
+        return None
+    device = next(model.parameters()).device
+    ids_L = prompts[0][:length].to(device)
+    out = model(input_ids=ids_L[None], use_cache=True, logits_to_keep=1)
+    kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+    if not torch.is_grad_enabled():
+        return PromptPrefix(ids_L, kv, kv)
+    leaves = [tuple(t.detach().requires_grad_(t.requires_grad) for t in pair) for pair in kv]
+    return PromptPrefix(ids_L, kv, leaves)
+
+
+def _completion_logits_shared(model, prompt_P, completion_KT, mask_KT, prefix=None):
     k, p = completion_KT.shape[0], prompt_P.shape[0]
-    out = model(input_ids=prompt_P[None], use_cache=True)
+    own_R = prompt_P if prefix is None else prefix.rest(prompt_P)
+    start = None if prefix is None else prefix.cache()
+    out = model(input_ids=own_R[None], past_key_values=start, use_cache=True, logits_to_keep=1)
     cache = out.past_key_values
     cache.batch_repeat_interleave(k)  # [1, H, P, D] -> [K, H, P, D] per layer, differentiable
     first_logits_K1V = out.logits[:, -1:, :].expand(k, -1, -1)
@@ -55,15 +142,21 @@ def group_logprobs(
     mode: str = "shared_prompt",
     temperature: float = 1.0,
     allowed_KTV=None,
+    prefix: PromptPrefix | None = None,
 ):
     """(logp_KT, entropy_KT) of the K completions of one prompt at ``temperature`` (the
     sampling temperature; grad mode is the caller's). ``allowed_KTV``: the grammar mask the
-    completions were sampled under (bool [K, T, V], None: unconstrained)."""
+    completions were sampled under (bool [K, T, V], None: unconstrained). ``prefix``: the
+    batch's :class:`PromptPrefix` (``shared_prompt`` only), which ``prompt_P`` starts with."""
     if mode not in ("shared_prompt", "full"):
         raise ValueError(f"logprob mode must be 'shared_prompt' or 'full', got {mode!r}")
+    if prefix is not None and mode != "shared_prompt":
+        raise ValueError("a shared prompt prefix needs logprob mode 'shared_prompt'")
     device = next(model.parameters()).device
     prompt_P, completion_KT = prompt_P.to(device), completion_KT.to(device)
     mask_KT = mask_KT.to(device).long()
-    fn = _completion_logits_shared if mode == "shared_prompt" else _completion_logits_full
-    logits_KTV = fn(model, prompt_P, completion_KT, mask_KT)
+    if mode == "shared_prompt":
+        logits_KTV = _completion_logits_shared(model, prompt_P, completion_KT, mask_KT, prefix)
+    else:
+        logits_KTV = _completion_logits_full(model, prompt_P, completion_KT, mask_KT)
     return token_logprobs_and_entropy(logits_KTV, completion_KT, temperature, allowed_KTV)

@@ -18,6 +18,7 @@ from transformers import DynamicCache, TopPLogitsWarper
 
 from flowgrpo.dsl.validate import DEFAULT_LIMITS
 from flowgrpo.operators.tasks.base import Problem
+from flowgrpo.trainer.algorithms.logprobs import prompt_prefix
 from flowgrpo.trainer.loop.constrain import (
     CONSTRAINED_MODES,
     GrammarMask,
@@ -112,14 +113,19 @@ def prefill_prompts(model, prompt_ids: Sequence, group_size: int):
     ``input_ids``: the padded positions are masked, and the cached keys carry the RoPE
     positions of the unpadded prompt, which is what ``generate`` computes from the attention
     mask. ``generate`` then only runs the last prompt token before sampling, instead of
-    prefilling every prompt K times.
+    prefilling every prompt K times. The tokens every prompt starts with (the instruction and
+    the few-shot turns) run once for all of them (:func:`prompt_prefix`).
     """
 
     device = next(model.parameters()).device
-    width = max(len(ids) for ids in prompt_ids) - 1
+    heads = [ids[:-1].to(device) for ids in prompt_ids]
+    width = max(len(ids) for ids in heads)
+    prefix = prompt_prefix(model, heads)
     per_layer: list[list] = []
-    for ids in prompt_ids:
-        out = model(input_ids=ids[None, :-1].to(device), use_cache=True)
+    for ids in heads:
+        start = None if prefix is None else prefix.cache()
+        own = ids if prefix is None else prefix.rest(ids)
+        out = model(input_ids=own[None], past_key_values=start, use_cache=True, logits_to_keep=1)
         for i, layer in enumerate(out.past_key_values.layers):
             pad = width - layer.keys.shape[-2]
             kv = [torch.nn.functional.pad(t, (0, 0, pad, 0)) for t in (layer.keys, layer.values)]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from flowgrpo.trainer.algorithms.logprobs import group_logprobs
+from flowgrpo.trainer.algorithms.logprobs import group_logprobs, prompt_prefix
 from flowgrpo.trainer.algorithms.losses import POLICY_LOSSES, LossConfig
 from flowgrpo.trainer.algorithms.objective import (
     BatchStats,
@@ -121,17 +121,26 @@ def _allowed(model, rollout: Rollout, rows: slice):
     return unpack_allowed(rollout.allowed_bits_NTW[rows], model.config.vocab_size)
 
 
+def _batch_prefix(model, rollout: Rollout, settings: UpdateSettings):
+    """The prompts' shared prefix, run once for every group (``shared_prompt`` mode only)."""
+    if settings.logprob_mode != "shared_prompt":
+        return None
+    return prompt_prefix(model, rollout.prompt_ids)
+
+
 def _score_groups(model, rollout: Rollout, settings: UpdateSettings, reference: bool = False):
     """(logp_NT, entropy_NT) of every row without gradients (old / reference / selection)."""
     logp, entropy = [], []
     anchor = settings.loss.reference
     ctx = reference_policy(model, anchor) if reference else contextlib.nullcontext()
     with torch.no_grad(), ctx:
+        prefix = _batch_prefix(model, rollout, settings)
         for g, prompt in enumerate(rollout.prompt_ids):
             rows = _rows(rollout, g)
             lp, ent = group_logprobs(
                 model, prompt, rollout.completion_ids_NT[rows], rollout.mask_NT[rows],
                 settings.logprob_mode, settings.temperature, _allowed(model, rollout, rows),
+                prefix,
             )  # fmt: skip
             logp.append(lp.cpu())
             entropy.append(ent.cpu())
@@ -171,12 +180,13 @@ def _backward_groups(model, batch, settings, stats, old_NT, ref_NT) -> dict:
         return sums
     r, cfg = batch.rollout, settings.loss
     device = next(model.parameters()).device
+    prefix = _batch_prefix(model, r, settings)  # its gradient is sent back after the last group
     for g, prompt in enumerate(r.prompt_ids):
         rows = _rows(r, g)
         mask_KT = r.mask_NT[rows].to(device)
         logp_KT, entropy_KT = group_logprobs(
             model, prompt, r.completion_ids_NT[rows], mask_KT, settings.logprob_mode,
-            settings.temperature, _allowed(model, r, rows),
+            settings.temperature, _allowed(model, r, rows), prefix,
         )  # fmt: skip
         adv_K = batch.adv_N[rows].to(device)
         total, metrics = policy_objective(
@@ -203,6 +213,8 @@ def _backward_groups(model, batch, settings, stats, old_NT, ref_NT) -> dict:
             adv_K,
             train_mask(mask_KT, r.truncated_N[rows].to(device), cfg),
         )
+    if prefix is not None:
+        prefix.backward()
     return sums
 
 

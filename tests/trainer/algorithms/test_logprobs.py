@@ -6,7 +6,11 @@ import pytest
 import torch
 
 from flowgrpo.operators.models import build_tiny_model
-from flowgrpo.trainer.algorithms.logprobs import group_logprobs
+from flowgrpo.trainer.algorithms.logprobs import (
+    common_prefix_length,
+    group_logprobs,
+    prompt_prefix,
+)
 from flowgrpo.trainer.loop.policy import wrap_lora
 
 
@@ -59,3 +63,93 @@ def test_unknown_mode_is_rejected(policy):
     model, prompt, completions, mask = policy
     with pytest.raises(ValueError, match="shared_prompt"):
         group_logprobs(model, prompt, completions, mask, mode="fast")
+
+
+def _groups_with_a_shared_prefix(tok):
+    """Three prompts that share an instruction and differ in their question (lengths differ)."""
+    head = "<|user|>Reply with a workflow. Problem: "
+    questions = ("Tom has 3 apples.", "What is 12 times 7?", "Sara reads 15 pages a day.")
+    prompts = [torch.tensor(tok(f"{head}{q}\n<|assistant|>")["input_ids"]) for q in questions]
+    gen = torch.Generator().manual_seed(5)
+    completions = [torch.randint(4, 90, (2, 6), generator=gen) for _ in prompts]
+    return prompts, completions
+
+
+def _loss(logp, entropy):
+    return (logp * torch.linspace(-1, 1, logp.numel()).view_as(logp)).sum() + 0.1 * entropy.sum()
+
+
+def test_common_prefix_length_by_hand():
+    t = torch.tensor
+    assert common_prefix_length([t([1, 2, 3, 4]), t([1, 2, 9, 4, 5])]) == 2
+    assert common_prefix_length([t([1, 2, 3]), t([1, 2, 3])]) == 2  # each keeps one own token
+    assert common_prefix_length([t([1, 2, 3]), t([1, 2, 3, 4, 5])]) == 2
+    assert common_prefix_length([t([7, 2]), t([1, 2])]) == 0
+    assert common_prefix_length([]) == 0
+
+
+def test_a_shared_prefix_gives_each_groups_full_prompt_gradient(policy):
+    """Prefix run once, groups against its cache, prefix backward at the end: the log-probs,
+    entropies and LoRA gradients of running every group's whole prompt in ``full`` mode."""
+    model, *_ = policy
+    tok = build_tiny_model(seed=2)[1]
+    prompts, completions = _groups_with_a_shared_prefix(tok)
+    assert common_prefix_length(prompts) >= 8
+    results = []
+    for shared in (True, False):
+        model.zero_grad(set_to_none=True)
+        prefix = prompt_prefix(model, prompts) if shared else None
+        out = []
+        for prompt, comp in zip(prompts, completions):
+            mode = "shared_prompt" if shared else "full"
+            logp, ent = group_logprobs(
+                model, prompt, comp, torch.ones(2, 6), mode, 0.8, None, prefix
+            )
+            _loss(logp, ent).backward()
+            out.append(logp.detach())
+        if shared:
+            assert prefix.length == common_prefix_length(prompts)
+            prefix.backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.requires_grad])
+        results.append((torch.cat(out), grads))
+    (lp_s, g_s), (lp_f, g_f) = results
+    assert torch.allclose(lp_s, lp_f, atol=1e-5)
+    assert g_f.norm() > 0 and (g_s - g_f).norm() / g_f.norm() < 1e-5
+
+
+def test_without_the_prefix_backward_the_gradient_is_wrong(policy):
+    """The comparison above is sharp: dropping the prefix's share of the gradient is caught."""
+    model, *_ = policy
+    tok = build_tiny_model(seed=2)[1]
+    prompts, completions = _groups_with_a_shared_prefix(tok)
+    grads = []
+    for shared in (True, False):
+        model.zero_grad(set_to_none=True)
+        prefix = prompt_prefix(model, prompts) if shared else None
+        for prompt, comp in zip(prompts, completions):
+            logp, ent = group_logprobs(model, prompt, comp, torch.ones(2, 6), prefix=prefix)
+            _loss(logp, ent).backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.requires_grad]))
+    assert (grads[0] - grads[1]).norm() / grads[1].norm() > 1e-2
+
+
+def test_a_prompt_without_the_prefix_is_refused(policy):
+    model, *_ = policy
+    tok = build_tiny_model(seed=2)[1]
+    prompts, completions = _groups_with_a_shared_prefix(tok)
+    with torch.no_grad():
+        prefix = prompt_prefix(model, prompts)
+        other = torch.tensor(tok("<|user|>Something else entirely.")["input_ids"])
+        with pytest.raises(ValueError, match="shared prefix"):
+            group_logprobs(model, other, completions[0], torch.ones(2, 6), prefix=prefix)
+        with pytest.raises(ValueError, match="shared_prompt"):
+            group_logprobs(
+                model, prompts[0], completions[0], torch.ones(2, 6), "full", prefix=prefix
+            )
+
+
+def test_one_prompt_or_no_common_token_has_no_prefix(policy):
+    model, *_ = policy
+    with torch.no_grad():
+        assert prompt_prefix(model, [torch.tensor([5, 6, 7])]) is None
+        assert prompt_prefix(model, [torch.tensor([5, 6, 7]), torch.tensor([8, 6, 7])]) is None

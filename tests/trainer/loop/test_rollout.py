@@ -6,8 +6,10 @@ import torch
 
 from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.operators.tasks.base import Problem
+from flowgrpo.trainer.algorithms.logprobs import common_prefix_length
 from flowgrpo.trainer.loop.policy import merged_adapter, wrap_lora
-from flowgrpo.trainer.loop.rollout import completion_mask, generate_rollout
+from flowgrpo.trainer.loop.prompt import PolicyPrompt
+from flowgrpo.trainer.loop.rollout import completion_mask, generate_rollout, prefill_prompts
 
 LORA = SimpleNamespace(r=4, alpha=8, dropout=0.0, target_modules=("q_proj", "v_proj"))
 PROBLEMS = [
@@ -60,3 +62,31 @@ def test_completion_mask_stops_after_the_first_eos_and_flags_truncation():
     mask, truncated = completion_mask(ids, [2])
     assert mask.tolist() == [[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]]
     assert truncated.tolist() == [False, True, False]
+
+
+def test_the_prefill_runs_the_shared_prefix_once_and_caches_what_a_full_prompt_would():
+    """prefill_prompts: every prompt's keys and values equal those of running that prompt alone
+    (left-padded), while the tokens every prompt starts with ran once, not once per prompt."""
+    model, tok = lora_model()
+    prompt = PolicyPrompt()
+    ids = [torch.tensor(tok(prompt.render(p, tok), add_special_tokens=False)["input_ids"])
+           for p in PROBLEMS]  # fmt: skip
+    shared = common_prefix_length([i[:-1] for i in ids])
+    assert shared > 20, "the built-in prompt's instruction and few-shot turns are shared"
+    seen = []
+    hook = model.register_forward_pre_hook(
+        lambda mod, args, kw: seen.append(kw["input_ids"].shape[1]), with_kwargs=True
+    )
+    with torch.no_grad():
+        cache = prefill_prompts(model, ids, group_size=2)
+    hook.remove()
+    assert seen == [shared] + [len(i) - 1 - shared for i in ids]
+    width = max(len(i) for i in ids) - 1
+    for b, i in enumerate(ids):
+        with torch.no_grad():
+            alone = model(input_ids=i[None, :-1], use_cache=True).past_key_values
+        pad = width - (len(i) - 1)
+        for layer, ref in zip(cache.layers, alone.layers):
+            for got, want in ((layer.keys, ref.keys), (layer.values, ref.values)):
+                rows = got[2 * b : 2 * b + 2, :, pad:]
+                assert torch.allclose(rows, want.expand_as(rows), atol=1e-5)
