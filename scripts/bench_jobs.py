@@ -42,9 +42,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def study(args, jobs: int, out: Path, tag: str, seeds=None, steps=None) -> dict:
-    """One study command; its wall and process-tree CPU seconds and the per-seed records."""
-    cmd = [sys.executable, str(SCRIPT), "--config", args.config, "--no-write",
+def study(args, jobs: int, out: Path, tag: str, seeds=None, steps=None, script=SCRIPT, env=None):
+    """One study command (``script``, with ``env`` added to the environment); its wall and
+    process-tree CPU seconds and the per-seed records."""
+    cmd = [sys.executable, str(script), "--config", args.config, "--no-write",
            "--out", str(out), "--runs-dir", str(out / "runs"), "--tag", tag,
            "--jobs", str(jobs), "--eval-n", str(args.eval_n),
            "--steps", str(steps or args.steps),
@@ -55,7 +56,7 @@ def study(args, jobs: int, out: Path, tag: str, seeds=None, steps=None) -> dict:
         cmd += ["--set", override]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
     wall = time.perf_counter() - wall
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
