@@ -20,18 +20,12 @@ instruction and the few-shot turns: 168 of about 220 tokens of the built-in prom
 prompt against that cache, and :meth:`PromptPrefix.backward` sends the gradient the groups
 collected on the prefix's keys and values through the prefix forward once, after the last group.
 By the chain rule the gradient is that of every group's own full prompt (tested against it).
-The vocabulary projection runs only where it is needed. Where the model's logits are its output
-layer applied to its decoder's hidden states (:func:`plain_head`, checked once per model; Llama,
-Qwen and SmolLM are), the decoder runs and the projection is applied here: never at the prompt's
-positions, whose logits are never scored, and under a grammar mask only for the tokens some
-scored position allows (:func:`scored_vocabulary`; the workflow grammar allows a few hundred of
-49k): the others are masked at every scored position and add nothing to the softmax. A model
-with anything after its output layer (soft-capping, scaling) gets its own full logits instead.
+Only the last prompt position's logits are computed (``logits_to_keep=1``): the others are never
+scored, and the vocabulary projection of 200 positions is about a tenth of the prompt's forward.
 """
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import torch
@@ -113,86 +107,31 @@ def prompt_prefix(model, prompts) -> PromptPrefix | None:
     return PromptPrefix(ids_L, kv, leaves)
 
 
-def _states(out) -> torch.Tensor:
-    """The decoder's last hidden states, or the model's logits (whichever ``out`` carries)."""
-    logits = getattr(out, "logits", None)
-    return logits if logits is not None else out.last_hidden_state
-
-
-def _completion_states_shared(net, prompt_P, completion_KT, mask_KT, prefix=None, logits=False):
-    """[K, T, X] states at the positions predicting each completion token: hidden states
-    (``net`` the decoder) or, with ``logits``, logits (``net`` the whole model)."""
+def _completion_logits_shared(model, prompt_P, completion_KT, mask_KT, prefix=None):
     k, p = completion_KT.shape[0], prompt_P.shape[0]
     own_R = prompt_P if prefix is None else prefix.rest(prompt_P)
     start = None if prefix is None else prefix.cache()
-    last = {"logits_to_keep": 1} if logits else {}  # the prompt's other positions go unscored
-    out = net(input_ids=own_R[None], past_key_values=start, use_cache=True, **last)
+    out = model(input_ids=own_R[None], past_key_values=start, use_cache=True, logits_to_keep=1)
     cache = out.past_key_values
     cache.batch_repeat_interleave(k)  # [1, H, P, D] -> [K, H, P, D] per layer, differentiable
-    first_K1X = _states(out)[:, -1:, :].expand(k, -1, -1)
+    first_logits_K1V = out.logits[:, -1:, :].expand(k, -1, -1)
     attn_K = torch.cat(
         [torch.ones(k, p, dtype=mask_KT.dtype, device=mask_KT.device), mask_KT], dim=1
     )
-    rest = net(
+    rest = model(
         input_ids=completion_KT, attention_mask=attn_K, past_key_values=cache, use_cache=True
     )
-    return torch.cat([first_K1X, _states(rest)[:, :-1, :]], dim=1)
+    return torch.cat([first_logits_K1V, rest.logits[:, :-1, :]], dim=1)  # [K, T, V]
 
 
-def _completion_states_full(net, prompt_P, completion_KT, mask_KT):
+def _completion_logits_full(model, prompt_P, completion_KT, mask_KT) -> torch.Tensor:
     k, p = completion_KT.shape[0], prompt_P.shape[0]
     ids_KL = torch.cat([prompt_P[None].expand(k, -1), completion_KT], dim=1)
     attn_KL = torch.cat(
         [torch.ones(k, p, dtype=mask_KT.dtype, device=mask_KT.device), mask_KT], dim=1
     )
-    states = _states(net(input_ids=ids_KL, attention_mask=attn_KL, use_cache=False))
-    return states[:, p - 1 : -1, :]  # position i predicts token i + 1
-
-
-_PLAIN_HEAD: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def plain_head(model) -> bool:
-    """Whether the model's logits are its output layer (a Linear) applied to its decoder's last
-    hidden states and nothing more (no soft-capping or scaling after it): checked once per model
-    on a few tokens, in eval mode. Only then are logits computed from hidden states here."""
-    if model not in _PLAIN_HEAD:
-        head = model.get_output_embeddings()
-        ok = isinstance(head, torch.nn.Linear)
-        if ok:
-            device = next(model.parameters()).device
-            ids = torch.arange(min(5, head.out_features), device=device)[None]
-            was_training = model.training
-            model.eval()
-            with torch.no_grad():
-                want = model(input_ids=ids, use_cache=False).logits
-                got = head(model.get_decoder()(input_ids=ids, use_cache=False).last_hidden_state)
-            model.train(was_training)
-            ok = torch.allclose(got, want, atol=1e-4, rtol=1e-4)
-        _PLAIN_HEAD[model] = ok
-    return _PLAIN_HEAD[model]
-
-
-def scored_vocabulary(allowed_KTV, completion_KT, mask_KT) -> torch.Tensor:
-    """The sorted token ids a constrained group's log-probs need: every token allowed at a
-    scored position (``mask_KT`` 1) and every token in ``completion_KT`` (padding included).
-    Any other token is masked at every scored position, so it adds nothing to the softmax."""
-    keep_V = allowed_KTV[mask_KT.bool()].any(0)
-    keep_V[completion_KT.flatten().to(keep_V.device)] = True
-    return keep_V.nonzero().squeeze(-1)
-
-
-def _head_logprobs(head, hidden_KTH, completion_KT, mask_KT, temperature, allowed_KTV):
-    """Log-probs and entropies from hidden states; under a grammar mask only the columns of
-    :func:`scored_vocabulary` are projected (a few hundred of 49k for the workflow grammar)."""
-    if allowed_KTV is None:
-        return token_logprobs_and_entropy(head(hidden_KTH), completion_KT, temperature)
-    vocab_U = scored_vocabulary(allowed_KTV, completion_KT, mask_KT).to(hidden_KTH.device)
-    bias = None if head.bias is None else head.bias[vocab_U]
-    logits_KTU = torch.nn.functional.linear(hidden_KTH, head.weight[vocab_U], bias)
-    targets_KT = torch.searchsorted(vocab_U, completion_KT.to(vocab_U.device))
-    allowed_KTU = allowed_KTV.to(vocab_U.device)[..., vocab_U]
-    return token_logprobs_and_entropy(logits_KTU, targets_KT, temperature, allowed_KTU)
+    logits = model(input_ids=ids_KL, attention_mask=attn_KL, use_cache=False).logits
+    return logits[:, p - 1 : -1, :]  # position i predicts token i + 1
 
 
 def group_logprobs(
@@ -216,15 +155,8 @@ def group_logprobs(
     device = next(model.parameters()).device
     prompt_P, completion_KT = prompt_P.to(device), completion_KT.to(device)
     mask_KT = mask_KT.to(device).long()
-    plain = plain_head(model)
-    net = model.get_decoder() if plain else model
     if mode == "shared_prompt":
-        states_KTX = _completion_states_shared(
-            net, prompt_P, completion_KT, mask_KT, prefix, logits=not plain
-        )
+        logits_KTV = _completion_logits_shared(model, prompt_P, completion_KT, mask_KT, prefix)
     else:
-        states_KTX = _completion_states_full(net, prompt_P, completion_KT, mask_KT)
-    if not plain:  # the model's own logits
-        return token_logprobs_and_entropy(states_KTX, completion_KT, temperature, allowed_KTV)
-    head = model.get_output_embeddings()
-    return _head_logprobs(head, states_KTX, completion_KT, mask_KT, temperature, allowed_KTV)
+        logits_KTV = _completion_logits_full(model, prompt_P, completion_KT, mask_KT)
+    return token_logprobs_and_entropy(logits_KTV, completion_KT, temperature, allowed_KTV)

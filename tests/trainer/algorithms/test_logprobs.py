@@ -9,9 +9,7 @@ from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.trainer.algorithms.logprobs import (
     common_prefix_length,
     group_logprobs,
-    plain_head,
     prompt_prefix,
-    scored_vocabulary,
 )
 from flowgrpo.trainer.loop.policy import wrap_lora
 
@@ -155,80 +153,3 @@ def test_one_prompt_or_no_common_token_has_no_prefix(policy):
     with torch.no_grad():
         assert prompt_prefix(model, [torch.tensor([5, 6, 7])]) is None
         assert prompt_prefix(model, [torch.tensor([5, 6, 7]), torch.tensor([8, 6, 7])]) is None
-
-
-def test_scored_vocabulary_by_hand():
-    allowed = torch.zeros(2, 3, 10, dtype=torch.bool)
-    allowed[0, 0, [1, 2]] = True
-    allowed[0, 1, [3]] = True
-    allowed[1, 0, [2, 5]] = True
-    allowed[1, 2, :] = True  # a position past the end of row 1: not scored
-    completion = torch.tensor([[1, 3, 9], [5, 0, 0]])
-    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
-    # allowed at scored positions {1, 2, 3, 5} + every completion token {0, 1, 3, 5, 9}
-    assert scored_vocabulary(allowed, completion, mask).tolist() == [0, 1, 2, 3, 5, 9]
-
-
-def _masked_group(model, seed=4):
-    """A group of one prompt with a random grammar-like mask that allows the sampled tokens."""
-    tok = build_tiny_model(seed=2)[1]
-    prompt = torch.tensor(tok("<|user|>Tom has 3 apples.\n<|assistant|>")["input_ids"])
-    gen = torch.Generator().manual_seed(seed)
-    vocab = model.get_output_embeddings().out_features
-    grammar = torch.randperm(vocab, generator=gen)[:30]  # the tokens a grammar ever allows
-    completion = grammar[torch.randint(0, 30, (3, 6), generator=gen)]
-    allowed = torch.zeros(3, 6, vocab, dtype=torch.bool)
-    allowed[..., grammar] = torch.rand(3, 6, 30, generator=gen) < 0.5
-    allowed.scatter_(-1, completion[..., None], True)
-    mask = torch.ones(3, 6)
-    mask[2, 3:] = 0
-    allowed[2, 3:] = True  # past the end: everything allowed, as the sampler stores it
-    return prompt, completion, mask, allowed
-
-
-def test_the_projection_onto_the_scored_tokens_equals_the_full_masked_softmax(policy):
-    """Logits of the allowed tokens only (plain head) against the model's own full logits with
-    the mask applied: the same log-probs, entropies and LoRA gradients at scored positions."""
-    model, *_ = policy
-    prompt, completion, mask, allowed = _masked_group(model)
-    assert plain_head(model)
-    assert len(scored_vocabulary(allowed, completion, mask)) < 0.5 * allowed.shape[-1]
-    results = []
-    for restricted in (True, False):
-        model.zero_grad(set_to_none=True)
-        if restricted:
-            logp, ent = group_logprobs(
-                model, prompt, completion, mask, "shared_prompt", 0.8, allowed
-            )
-        else:  # independent: the whole model's logits, masked by hand
-            ids = torch.cat([prompt[None].expand(3, -1), completion], 1)
-            logits = model(input_ids=ids).logits[:, len(prompt) - 1 : -1] / 0.8
-            logq = torch.log_softmax(logits.masked_fill(~allowed, -torch.inf), -1)
-            logp = logq.gather(-1, completion[..., None])[..., 0]
-            ent = -(logq.exp() * logq.nan_to_num(neginf=0.0)).sum(-1)
-        ((logp * mask).sum() + (ent * mask).sum()).backward()
-        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.requires_grad])
-        results.append((logp.detach() * mask, ent.detach() * mask, grads))
-    (lp_r, ent_r, g_r), (lp_f, ent_f, g_f) = results
-    assert torch.allclose(lp_r, lp_f, atol=1e-5) and torch.allclose(ent_r, ent_f, atol=1e-5)
-    assert g_f.norm() > 0 and (g_r - g_f).norm() / g_f.norm() < 1e-5
-
-
-def test_a_model_with_a_step_after_its_output_layer_keeps_its_own_logits():
-    """Soft-capping or scaling after the output layer (a forward hook doubling the logits here):
-    plain_head says no, and the log-probs are those of the model's own (doubled) logits."""
-    model, tok = build_tiny_model(seed=2)
-
-    def double(module, args, out):
-        out.logits = 2 * out.logits
-        return out
-
-    model.register_forward_hook(double)
-    assert not plain_head(model)
-    prompt = torch.tensor(tok("<|user|>Tom has 3 apples.\n<|assistant|>")["input_ids"])
-    completion = torch.randint(4, 90, (2, 5), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        logp, _ = group_logprobs(model, prompt, completion, torch.ones(2, 5))
-        ids = torch.cat([prompt[None].expand(2, -1), completion], 1)
-        want = torch.log_softmax(model(input_ids=ids).logits[:, len(prompt) - 1 : -1], -1)
-    assert torch.allclose(logp, want.gather(-1, completion[..., None])[..., 0], atol=1e-5)
