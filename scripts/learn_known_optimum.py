@@ -75,14 +75,17 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="seeds trained at once, each in its own process with CPUs/JOBS torch "
                         "threads (default 1: in this process; on a 2-core CPU 2 jobs were no "
                         "faster: docs/BENCHMARKS.md)")  # fmt: skip
+    p.add_argument("--threads", type=int, help="torch threads per seed (default: CPUs / "
+                   "--jobs); 1 costs the fewest CPU minutes (docs/BENCHMARKS.md)")  # fmt: skip
     p.add_argument("--tag", default="", help="names this setting in run folders and tables")
     p.add_argument("--no-write", action="store_true", help="JSON only; leave RESULTS.md alone")
     p.add_argument("--resume", action="store_true",
                    help="keep every world and seed already in OUT's JSON for this tag and "
                         "run only the --seeds not saved (a study goes on)")  # fmt: skip
     args = p.parse_args(argv)
-    if args.jobs < 1:
-        p.error(f"--jobs must be >= 1, got {args.jobs}")
+    for name, value in (("jobs", args.jobs), ("threads", args.threads)):
+        if value is not None and value < 1:
+            p.error(f"--{name} must be >= 1, got {value}")
     if args.smoke:
         args.config, args.steps, args.eval_n = "configs/tiny-known-optimum.yaml", 2, 4
         args.seeds = args.seeds[:2]
@@ -455,12 +458,16 @@ def trained(args, plan: list, base):
     from flowgrpo.trainer.reports.pool import run_pool
 
     if args.jobs == 1:
+        if args.threads is not None:
+            import torch
+
+            torch.set_num_threads(args.threads)
         for _, world, seed in plan:
             yield train_and_eval(args, seed, base, world)
         return
     tasks = [(args, world_file, seed) for world_file, _, seed in plan]
     try:
-        for _, run in run_pool(seed_task, tasks, args.jobs):
+        for _, run in run_pool(seed_task, tasks, args.jobs, args.threads):
             yield run
     except (BrokenProcessPool, KeyboardInterrupt) as exc:
         sys.exit(f"a worker stopped ({type(exc).__name__}): seeds that finished are saved; "

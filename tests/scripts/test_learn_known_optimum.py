@@ -235,3 +235,21 @@ def test_jobs_below_one_is_refused_before_anything_runs(tmp_path):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 2 and "--jobs must be >= 1, got 0" in done.stderr
     assert not any(tmp_path.iterdir())
+
+
+def test_threads_sets_the_torch_threads_of_each_seed(tmp_path):
+    cmd = [sys.executable, str(REPO / "scripts" / "learn_known_optimum.py"), "--smoke",
+           "--seeds", "0", "--threads", "1", "--tag", "t", "--no-write", "--out", str(tmp_path),
+           "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads((tmp_path / "known_optimum-t.json").read_text())["runs"]
+    assert [r["torch_threads"] for r in runs] == [1]
+
+
+def test_threads_below_one_is_refused_before_anything_runs(tmp_path):
+    cmd = [sys.executable, str(REPO / "scripts" / "learn_known_optimum.py"), "--smoke",
+           "--threads", "0", "--out", str(tmp_path)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 2 and "--threads must be >= 1, got 0" in done.stderr
+    assert not any(tmp_path.iterdir())
