@@ -64,13 +64,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    metavar="FILE",
                    help="world files (configs/worlds/*.yaml), one or more, or repeat the option "
                         "(default: the config's own simulation)")  # fmt: skip
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        help="a config override for every run (an ablation), e.g. optim.lr=1e-4",
-    )
+    p.add_argument("--set", dest="overrides", action="append", default=[],
+                   help="a config override for every run, e.g. optim.lr=1e-4")  # fmt: skip
     p.add_argument("--jobs", type=int, default=1,
                    help="seeds trained at once, each in its own process with CPUs/JOBS torch "
                         "threads (default 1: in this process; on a 2-core CPU 2 jobs were no "
@@ -214,6 +209,8 @@ def train_and_eval(args, seed: int, base, world=None) -> dict:
     from flowgrpo.trainer.reports.diagnose import read_jsonl
     from flowgrpo.trainer.reports.evaluate import adapter_dir
 
+    if args.threads is not None:  # --jobs > 1: run_pool set it already
+        torch.set_num_threads(args.threads)
     cfg = config_of(args, seed, world)
     run_dir = Path(cfg.logging.output_dir)
     wall, cpu = time.perf_counter(), time.process_time()
@@ -458,10 +455,6 @@ def trained(args, plan: list, base):
     from flowgrpo.trainer.reports.pool import run_pool
 
     if args.jobs == 1:
-        if args.threads is not None:
-            import torch
-
-            torch.set_num_threads(args.threads)
         for _, world, seed in plan:
             yield train_and_eval(args, seed, base, world)
         return
