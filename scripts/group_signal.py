@@ -18,11 +18,9 @@ from pathlib import Path
 from flowgrpo.trainer.reports.diagnose import read_jsonl
 from flowgrpo.trainer.reports.group_signal import (
     FAMILIAR,
+    UNIFORM_MIX,
     group_signal,
     near_best_by_block,
-)
-from flowgrpo.trainer.reports.group_signal import (
-    UNIFORM_MIX as MIX,
 )
 
 
@@ -37,7 +35,9 @@ def regret_of(run_dir: Path):
     sim = regret_settings(cfg, executor_limits(cfg.executor))
     if sim is None:
         return None
-    return lambda text: regret(text, sim.params, MIX, limits=sim.limits, **sim.weights).regret
+    return lambda text: (
+        regret(text, sim.params, UNIFORM_MIX, limits=sim.limits, **sim.weights).regret
+    )
 
 
 def main(argv=None) -> int:

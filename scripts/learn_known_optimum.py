@@ -27,8 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from flowgrpo.trainer.reports.group_signal import NEAR  # issue 20
-from flowgrpo.trainer.reports.group_signal import UNIFORM_MIX as MIX
+from flowgrpo.trainer.reports.group_signal import NEAR, UNIFORM_MIX  # issue 20
 from flowgrpo.trainer.reports.study import mean_interval, series
 
 START, END = "<!-- known-optimum:start -->", "<!-- known-optimum:end -->"
@@ -148,12 +147,12 @@ def mode_of(top: list, sim, samples: int) -> dict:
     """The most-written held-out workflow, its share and its regret on the difficulty mix."""
     from flowgrpo.operators.simulation import best_workflow, regret
 
-    best = best_workflow(sim.params, MIX, limits=sim.limits, **sim.weights)
+    best = best_workflow(sim.params, UNIFORM_MIX, limits=sim.limits, **sim.weights)
     if not top:
         return {"mode": None, "mode_share": 0.0, "mode_regret": best.reward,
                 "near_best": False, "best": best.workflow, "best_reward": best.reward}  # fmt: skip
     text, count = top[0]
-    r = regret(text, sim.params, MIX, limits=sim.limits, **sim.weights)
+    r = regret(text, sim.params, UNIFORM_MIX, limits=sim.limits, **sim.weights)
     return {
         "mode": text, "mode_share": count / samples, "mode_regret": r.regret,
         "near_best": r.regret <= NEAR + 1e-12, "best": best.workflow, "best_reward": best.reward,

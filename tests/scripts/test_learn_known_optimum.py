@@ -229,11 +229,12 @@ def test_jobs_trains_the_seeds_in_worker_processes_with_shared_cores(tmp_path):
         assert run["torch_threads"] == threads_per_job(2)
 
 
-def test_jobs_below_one_is_refused_before_anything_runs(tmp_path):
+@pytest.mark.parametrize("option", ["--jobs", "--threads"])
+def test_a_count_below_one_is_refused_before_anything_runs(tmp_path, option):
     cmd = [sys.executable, str(REPO / "scripts" / "learn_known_optimum.py"), "--smoke",
-           "--jobs", "0", "--out", str(tmp_path)]  # fmt: skip
+           option, "0", "--out", str(tmp_path)]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert done.returncode == 2 and "--jobs must be >= 1, got 0" in done.stderr
+    assert done.returncode == 2 and f"{option} must be >= 1, got 0" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -245,11 +246,3 @@ def test_threads_sets_the_torch_threads_of_each_seed(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     runs = json.loads((tmp_path / "known_optimum-t.json").read_text())["runs"]
     assert [r["torch_threads"] for r in runs] == [1]
-
-
-def test_threads_below_one_is_refused_before_anything_runs(tmp_path):
-    cmd = [sys.executable, str(REPO / "scripts" / "learn_known_optimum.py"), "--smoke",
-           "--threads", "0", "--out", str(tmp_path)]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert done.returncode == 2 and "--threads must be >= 1, got 0" in done.stderr
-    assert not any(tmp_path.iterdir())

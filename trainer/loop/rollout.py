@@ -18,7 +18,7 @@ from transformers import DynamicCache, TopPLogitsWarper
 
 from flowgrpo.dsl.validate import DEFAULT_LIMITS
 from flowgrpo.operators.tasks.base import Problem
-from flowgrpo.trainer.algorithms.logprobs import prompt_prefix
+from flowgrpo.trainer.algorithms.logprobs import prompt_forward, prompt_prefix
 from flowgrpo.trainer.loop.constrain import (
     CONSTRAINED_MODES,
     GrammarMask,
@@ -123,9 +123,7 @@ def prefill_prompts(model, prompt_ids: Sequence, group_size: int):
     prefix = prompt_prefix(model, heads)
     per_layer: list[list] = []
     for ids in heads:
-        start = None if prefix is None else prefix.cache()
-        own = ids if prefix is None else prefix.rest(ids)
-        out = model(input_ids=own[None], past_key_values=start, use_cache=True, logits_to_keep=1)
+        out = prompt_forward(model, ids, prefix)
         for i, layer in enumerate(out.past_key_values.layers):
             pad = width - layer.keys.shape[-2]
             kv = [torch.nn.functional.pad(t, (0, 0, pad, 0)) for t in (layer.keys, layer.values)]

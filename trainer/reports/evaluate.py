@@ -38,9 +38,9 @@ class EvalSettings:
             domain accepts (``rollout.constrained``, docs/CONSTRAINED.md).
         batch: problems sampled in one ``generate`` call (batch x k rows at once). A decoding
             step reads every weight once whatever the rows, so larger batches cost less per row
-            (SmolLM2-135M, 2 CPU cores: 126 ms a step for 16 rows, 301 ms for 64; measured
-            in docs/BENCHMARKS.md); the distribution sampled does not depend on it, only which
-            random draws each row gets.
+            (SmolLM2-135M, 2 CPU cores: 126 ms a step for 16 rows, 301 ms for 64; one-off
+            timing in docs/BENCHMARKS.md); the distribution sampled does not depend on it,
+            only which random draws each row gets.
 
     A checkpoint is evaluated as trained: :func:`settings_of_run` takes max_new_tokens,
     temperature, top_p and constrained from its run's config.yaml.
