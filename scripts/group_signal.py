@@ -61,7 +61,9 @@ def main(argv=None) -> int:
         regret_fn = regret_of(run_dir)
         if regret_fn is not None:
             blocks = near_best_by_block(rows, regret_fn, args.block)
-            line += "; near-best share " + ", ".join(f"{share:.2f}" for _, share in blocks)
+            line += "; near-best share (its mean advantage) " + ", ".join(
+                f"{b.share:.2f} ({b.advantage:+.3f})" for b in blocks
+            )
         print(line)
     if len(args.run_dirs) > 1:
         s = group_signal(pooled, args.familiar)

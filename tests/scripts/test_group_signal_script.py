@@ -25,8 +25,9 @@ def test_a_run_dir_reports_its_groups_and_the_worlds_near_best_share(tmp_path, c
     assert _script().main([str(run)]) == 0
     out = capsys.readouterr().out
     assert "1 groups over 1 steps, familiar 0%" in out and "informative 1.00/step" in out
-    # the default world's best family is within 0.02, Custom is not: half the block
-    assert "near-best share 0.50" in out
+    # the default world's best family is within 0.02, Custom is not: half the block, whose
+    # near-best completion carried advantage +0.3
+    assert "near-best share (its mean advantage) 0.50 (+0.300)" in out
 
 
 def test_a_path_without_samples_is_a_clear_error(tmp_path, capsys):

@@ -89,24 +89,49 @@ def group_signal(rows: Iterable[Mapping], familiar: float = FAMILIAR) -> GroupSi
     )
 
 
+@dataclass(frozen=True)
+class NearBestBlock:
+    """One block of steps of :func:`near_best_by_block`.
+
+    Attributes:
+        label: the block's steps, e.g. ``"6-10"``.
+        share: share of the block's completions within ``near`` of the best.
+        advantage: mean advantage of those near-best completions that have one (a row
+            without an advantage was not trained on; NaN when there is none):
+            how hard the update pushed toward them; a positive but small value while the share
+            stays flat is a signal too weak for the budget, not a missing one.
+    """
+
+    label: str
+    share: float
+    advantage: float
+
+
 def near_best_by_block(
     rows: Iterable[Mapping], regret_of: Callable[[str], float], block: int = 5, near: float = NEAR
-) -> list[tuple[str, float]]:
+) -> list[NearBestBlock]:
     """Per block of ``block`` steps (1-5, 6-10, ...): the share of completions whose canonical
-    workflow is within ``near`` of the best (``regret_of(canonical) <= near``); invalid
-    completions count as not near. Returns ``[(label, share), ...]`` in step order."""
+    workflow is within ``near`` of the best (``regret_of(canonical) <= near``; invalid
+    completions count as not near) and those completions' mean advantage, in step order."""
     if block < 1:
         raise ValueError(f"block must be >= 1 step, got {block}")
-    counts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    # per block: [near-best, all completions, near-best advantage sum, near-best with one]
+    counts: dict[int, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0])
     cache: dict[str, bool] = {}
     for row in rows:
         index = (int(row["step"]) - 1) // block
         text = row.get("canonical")
         if text and text not in cache:
             cache[text] = regret_of(text) <= near + 1e-12
-        counts[index][0] += bool(text) and cache[text]
+        is_near = bool(text) and cache[text]
+        counts[index][0] += is_near
         counts[index][1] += 1
+        if is_near and row.get("advantage") is not None:
+            counts[index][2] += float(row["advantage"])
+            counts[index][3] += 1
     return [
-        (f"{i * block + 1}-{(i + 1) * block}", hits / total)
-        for i, (hits, total) in sorted(counts.items())
+        NearBestBlock(
+            f"{i * block + 1}-{(i + 1) * block}", hits / total, adv / n if n else math.nan
+        )
+        for i, (hits, total, adv, n) in sorted(counts.items())
     ]

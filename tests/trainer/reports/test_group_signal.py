@@ -57,12 +57,26 @@ def test_near_best_share_per_block_by_hand():
         return regrets[text]
 
     rows = [
-        _row(1, "p", 1, 0, "A"), _row(2, "p", 1, 0, "C"), _row(3, "p", 1, 0, None, valid=False),
-        _row(4, "p", 1, 0, "B"), _row(5, "p", 1, 0, "C"), _row(6, "p", 1, 0, "C"),
+        _row(1, "p", 1, 0.3, "A"), _row(2, "p", 1, -0.2, "C"),
+        _row(3, "p", 1, 0.0, None, valid=False),
+        _row(4, "p", 1, -0.1, "B"), _row(5, "p", 1, 0.4, "C"), _row(6, "p", 1, 0.0, "C"),
+        _row(7, "p", 1, 0.5, "C"), _row(7, "q", 1, 0.1, "A"), _row(8, "q", 1, None, "A"),
     ]  # fmt: skip
     blocks = near_best_by_block(rows, regret_of, block=3)
-    # steps 1-3: A near, C not, invalid not -> 1/3; steps 4-6: B (0.02 is within) -> 1/3
-    assert blocks == [("1-3", pytest.approx(1 / 3)), ("4-6", pytest.approx(1 / 3))]
+    # steps 1-3: A near, C not, invalid not -> 1/3, the near ones' advantage 0.3;
+    # steps 4-6: B (0.02 is within) -> 1/3, advantage -0.1;
+    # steps 7-9: A twice of 3 -> 2/3; advantages 0.1 and none (not trained on: left out) -> 0.1
+    assert [(b.label, b.share, b.advantage) for b in blocks] == [
+        ("1-3", pytest.approx(1 / 3), pytest.approx(0.3)),
+        ("4-6", pytest.approx(1 / 3), pytest.approx(-0.1)),
+        ("7-9", pytest.approx(2 / 3), pytest.approx(0.1)),
+    ]
     assert sorted(calls) == ["A", "B", "C"]  # each workflow's regret computed once
     with pytest.raises(ValueError, match="block"):
         near_best_by_block(rows, regret_of, block=0)
+
+
+def test_a_block_without_near_best_completions_has_no_advantage():
+    rows = [_row(1, "p", 1, 0.2, "C"), _row(2, "p", 1, -0.2, "C")]
+    (only,) = near_best_by_block(rows, lambda text: 0.05, block=5)
+    assert only.share == 0.0 and math.isnan(only.advantage)
