@@ -351,6 +351,14 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
     help="Workflows per problem (greedy when 1; pass@k reported when > 1).",
 )
 @click.option(
+    "--batch",
+    default=16,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Problems sampled in one generate call (--batch x --k rows at once): larger is "
+    "faster per problem and needs more memory; the distribution sampled is the same.",
+)
+@click.option(
     "--executor",
     default=None,
     metavar="KIND",

@@ -121,4 +121,5 @@ def eval_options(o: dict) -> EvalOptions:
         temperature=o["temperature"], execute=not o["no_execute"], executor=o["executor"],
         base_url=o["base_url"], executor_model=o["executor_model"],
         executor_max_new_tokens=o["executor_max_new_tokens"], constrained=o["constrained"],
+        batch=o["batch"],
     )  # fmt: skip

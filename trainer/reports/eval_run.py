@@ -25,6 +25,7 @@ from flowgrpo.configuration import ConfigError
 from flowgrpo.operators.executor import ExecutorConfig, build_executor
 from flowgrpo.trainer.loop.metric_hooks import start_hooks
 from flowgrpo.trainer.reports.evaluate import (
+    EvalSettings,
     ModelSpec,
     adapter_dir,
     evaluate,
@@ -54,6 +55,8 @@ class EvalOptions:
         base_url / executor_model: executor.base_url / executor.model.
         executor_max_new_tokens: executor.max_new_tokens (tokens per executor call).
         constrained: off or grammar (rollout.constrained: sample only grammar-valid workflows).
+        batch: problems sampled in one ``generate`` call (``EvalSettings.batch``); the
+            distribution sampled does not depend on it, the speed and memory do.
     """
 
     task: str = "arithmetic"
@@ -70,6 +73,7 @@ class EvalOptions:
     executor_model: str | None = None
     executor_max_new_tokens: int | None = None
     constrained: str | None = None
+    batch: int = EvalSettings.batch
 
 
 def override_executor(
@@ -143,7 +147,7 @@ class EvalSession:
         self.spec = ModelSpec.of_run(run, o.model, o.dtype)
         self.settings = settings_of_run(
             run, o.max_new_tokens, o.temperature, o.constrained,
-            task=o.task, n=o.n, k=o.k, execute=o.execute,
+            task=o.task, n=o.n, k=o.k, execute=o.execute, batch=o.batch,
         )  # fmt: skip
         run_or_defaults = run if run is not None else _default_config()
         kind = "shared" if o.executor == "hf" else o.executor  # hf: the base weights in-process

@@ -63,6 +63,14 @@ def test_eval_of_a_checkpoint_takes_the_runs_settings_and_options_override(tmp_p
     assert "max_new_tokens=4" in given["executor"] and given["dtype"] == "bfloat16"
 
 
+def test_eval_batch_reaches_the_settings_and_zero_is_refused(tmp_path):
+    checkpoint = fake_run(tmp_path / "run")
+    assert eval_settings(tmp_path, checkpoint)["batch"] == 16
+    assert eval_settings(tmp_path, checkpoint, "--batch", "3")["batch"] == 3
+    refused = invoke("eval", "--adapter", checkpoint, "--n", "1", "--batch", "0")
+    assert refused.exit_code == 2 and "--batch" in refused.output
+
+
 def test_base_eval_keeps_the_builtin_defaults(tmp_path):
     out = tmp_path / "base.json"
     result = invoke(
