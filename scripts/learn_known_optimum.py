@@ -67,8 +67,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="a config override for every run, e.g. optim.lr=1e-4")  # fmt: skip
     p.add_argument("--jobs", type=int, default=1,
                    help="seeds trained at once, each in its own process with CPUs/JOBS torch "
-                        "threads (default 1: in this process; on a 2-core CPU 2 jobs were no "
-                        "faster: docs/BENCHMARKS.md)")  # fmt: skip
+                        "threads (default 1: in this process; on a 2-core CPU 2 jobs took 0.91x "
+                        "the wall time of 1: docs/BENCHMARKS.md)")  # fmt: skip
     p.add_argument("--threads", type=int, help="torch threads per seed (default: CPUs / "
                    "--jobs); 1 costs the fewest CPU minutes (docs/BENCHMARKS.md)")  # fmt: skip
     p.add_argument("--tag", default="", help="names this setting in run folders and tables")
