@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from flowgrpo.trainer.reports.group_signal import NEAR, UNIFORM_MIX  # issue 20
+from flowgrpo.trainer.reports.group_signal import UNIFORM_MIX, is_near  # issue 20
 from flowgrpo.trainer.reports.study import mean_interval, series
 
 START, END = "<!-- known-optimum:start -->", "<!-- known-optimum:end -->"
@@ -155,7 +155,7 @@ def mode_of(top: list, sim, samples: int) -> dict:
     r = regret(text, sim.params, UNIFORM_MIX, limits=sim.limits, **sim.weights)
     return {
         "mode": text, "mode_share": count / samples, "mode_regret": r.regret,
-        "near_best": r.regret <= NEAR + 1e-12, "best": best.workflow, "best_reward": best.reward,
+        "near_best": is_near(r.regret), "best": best.workflow, "best_reward": best.reward,
     }  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from flowgrpo.trainer.cli.export import export_command
 from flowgrpo.trainer.cli.reports import analyze_command, diagnose_command
 from flowgrpo.trainer.cli.sft import sft_command
 from flowgrpo.trainer.cli.train import train_command
+from flowgrpo.trainer.reports.evaluate import EvalSettings
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -352,7 +353,7 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
 )
 @click.option(
     "--batch",
-    default=16,
+    default=EvalSettings.batch,
     show_default=True,
     type=click.IntRange(min=1),
     help="Problems sampled in one generate call (--batch x --k rows at once): larger is "

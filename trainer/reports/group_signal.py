@@ -15,6 +15,7 @@ caller decides the world (``scripts/group_signal.py`` builds it from the run's o
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -107,6 +108,12 @@ class NearBestBlock:
     advantage: float
 
 
+def is_near(regret: float, near: float = NEAR) -> bool:
+    """Whether a workflow with this regret counts as near the best (issue 20's "within 0.02");
+    the tolerance keeps a regret equal to ``near`` up to float rounding inside."""
+    return regret <= near + 1e-12
+
+
 def near_best_by_block(
     rows: Iterable[Mapping], regret_of: Callable[[str], float], block: int = 5, near: float = NEAR
 ) -> list[NearBestBlock]:
@@ -115,23 +122,23 @@ def near_best_by_block(
     completions count as not near) and those completions' mean advantage, in step order."""
     if block < 1:
         raise ValueError(f"block must be >= 1 step, got {block}")
-    # per block: [near-best, all completions, near-best advantage sum, near-best with one]
-    counts: dict[int, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0])
+    flags: dict[int, list[bool]] = defaultdict(list)  # per block: near or not, every completion
+    advantages: dict[int, list[float]] = defaultdict(list)  # per block: the near ones' advantages
     cache: dict[str, bool] = {}
     for row in rows:
         index = (int(row["step"]) - 1) // block
         text = row.get("canonical")
         if text and text not in cache:
-            cache[text] = regret_of(text) <= near + 1e-12
-        is_near = bool(text) and cache[text]
-        counts[index][0] += is_near
-        counts[index][1] += 1
-        if is_near and row.get("advantage") is not None:
-            counts[index][2] += float(row["advantage"])
-            counts[index][3] += 1
+            cache[text] = is_near(regret_of(text), near)
+        near_best = bool(text) and cache[text]
+        flags[index].append(near_best)
+        if near_best and row.get("advantage") is not None:
+            advantages[index].append(float(row["advantage"]))
     return [
         NearBestBlock(
-            f"{i * block + 1}-{(i + 1) * block}", hits / total, adv / n if n else math.nan
+            f"{i * block + 1}-{(i + 1) * block}",
+            sum(near_i) / len(near_i),
+            statistics.fmean(advantages[i]) if advantages[i] else math.nan,
         )
-        for i, (hits, total, adv, n) in sorted(counts.items())
+        for i, near_i in sorted(flags.items())
     ]
