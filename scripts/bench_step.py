@@ -9,6 +9,11 @@ times; the first step of each run is warm-up and not counted.
     python scripts/bench_step.py --steps 6 --repeats 2        # needs: pip install trl
     python scripts/bench_step.py --impl ours --steps 6         # one side only
     python scripts/bench_step.py --impl grammar --steps 6 --repeats 3   # the mask's cost
+    python scripts/bench_step.py --model random:qwen2.5-1.5b --device cuda --dtype bfloat16
+
+``--model``/``--device``/``--dtype`` run the same setting on another model (a ``random:<shape>``
+of a real architecture where no weights can be downloaded) and device; on a GPU the peak
+allocated memory of each side is reported too (``scripts/gpu_check.py`` runs it so).
 
 ``grammar`` is flowgrpo with ``rollout.constrained=grammar`` beside ``ours`` (the same run
 unconstrained, alternating): besides the step time it times, inside the run, what the mask adds
@@ -75,7 +80,11 @@ def _time_the_mask(totals: dict) -> None:
     update.unpack_allowed = _timed(totals, "update", update.unpack_allowed)
 
 
-def run_ours(steps: int, out: Path, constrained: str = "off") -> dict:
+#: Which model, device and dtype both sides run (``--model``, ``--device``, ``--dtype``).
+CPU_DEFAULT = {"model": "default", "device": "cpu", "dtype": "float32"}
+
+
+def run_ours(steps: int, out: Path, constrained: str = "off", where: dict = CPU_DEFAULT) -> dict:
     mask: dict[str, float] = {}
     if constrained != "off":
         _time_the_mask(mask)
@@ -83,6 +92,8 @@ def run_ours(steps: int, out: Path, constrained: str = "off") -> dict:
         None,
         (
             f"rollout.constrained={constrained}",
+            f"model.name_or_path={where['model']}",
+            f"model.dtype={where['dtype']}",
             f"logging.output_dir={out}",
             f"optim.max_steps={steps}",
             f"optim.lr={LR}",
@@ -108,7 +119,7 @@ def run_ours(steps: int, out: Path, constrained: str = "off") -> dict:
     }
 
 
-def _trl_args(steps: int, out: Path, checkpointing: bool):
+def _trl_args(steps: int, out: Path, checkpointing: bool, where: dict = CPU_DEFAULT):
     from trl import GRPOConfig  # optional: trl, only for the side-by-side run
 
     return GRPOConfig(
@@ -122,10 +133,10 @@ def _trl_args(steps: int, out: Path, checkpointing: bool):
         temperature=TEMPERATURE,
         logging_steps=1,
         report_to="none",
-        use_cpu=True,
+        use_cpu=where["device"] == "cpu",
         gradient_checkpointing=checkpointing,
         save_strategy="no",
-        bf16=False,
+        bf16=where["dtype"] == "bfloat16",
         disable_dropout=True,
         dataloader_num_workers=0,
     )
@@ -143,13 +154,13 @@ def _validity_reward(problems):
     return reward
 
 
-def run_trl(steps: int, out: Path, checkpointing: bool) -> dict:
+def run_trl(steps: int, out: Path, checkpointing: bool, where: dict = CPU_DEFAULT) -> dict:
     # optional: trl and datasets, only for the side-by-side run
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 
-    model, tok = load_model("default")
+    model, tok = load_model(where["model"], dtype=where["dtype"], device=where["device"])
     problems = load_task("arithmetic", n=64, seed=0, split="train")
     data = Dataset.from_list(
         [{"prompt": build_messages(p), "pid": i} for i, p in enumerate(problems)]
@@ -167,7 +178,7 @@ def run_trl(steps: int, out: Path, checkpointing: bool) -> dict:
             if logs and "completions/mean_length" in logs:
                 lengths.append(logs["completions/mean_length"])
 
-    args = _trl_args(steps, out, checkpointing)
+    args = _trl_args(steps, out, checkpointing, where)
     lora = LoraConfig(
         r=16,
         lora_alpha=32,
@@ -191,19 +202,25 @@ def run_trl(steps: int, out: Path, checkpointing: bool) -> dict:
     }
 
 
-def _child(impl: str, steps: int) -> None:
+def _child(impl: str, steps: int, where: dict = CPU_DEFAULT) -> None:
+    import torch
+
     with tempfile.TemporaryDirectory() as tmp:
         if impl in ("ours", "grammar"):
-            result = run_ours(steps, Path(tmp), "grammar" if impl == "grammar" else "off")
+            result = run_ours(steps, Path(tmp), "grammar" if impl == "grammar" else "off", where)
         else:
-            result = run_trl(steps, Path(tmp), checkpointing=impl == "trl_gc")
+            result = run_trl(steps, Path(tmp), impl == "trl_gc", where)
     result["peak_rss_gb"] = _peak_rss_gb()
+    if torch.cuda.is_available():
+        result["peak_cuda_allocated_gib"] = torch.cuda.max_memory_allocated() / 1024**3
+        result["peak_cuda_reserved_gib"] = torch.cuda.max_memory_reserved() / 1024**3
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def _spawn(impl: str, steps: int) -> dict:
+def _spawn(impl: str, steps: int, where: dict = CPU_DEFAULT) -> dict:
+    place = [f"--{key}={value}" for key, value in where.items()]
     done = subprocess.run(
-        [sys.executable, __file__, "--child", impl, "--steps", str(steps)],
+        [sys.executable, __file__, "--child", impl, "--steps", str(steps), *place],
         capture_output=True,
         text=True,
     )
@@ -221,9 +238,12 @@ def main() -> None:
         "--impl", choices=["ours", "trl", "trl_gc", "grammar", "all"], default="all"
     )
     parser.add_argument("--child", choices=["ours", "trl", "trl_gc", "grammar"])
+    for key, value in CPU_DEFAULT.items():
+        parser.add_argument(f"--{key}", default=value)
     args = parser.parse_args()
+    where = {key: getattr(args, key) for key in CPU_DEFAULT}
     if args.child:
-        _child(args.child, args.steps)
+        _child(args.child, args.steps, where)
         return
     impls = {"all": ["ours", "trl", "trl_gc"], "grammar": ["ours", "grammar"]}.get(
         args.impl, [args.impl]
@@ -231,7 +251,7 @@ def main() -> None:
     results: dict[str, list[dict]] = {i: [] for i in impls}
     for _ in range(args.repeats):
         for impl in impls:
-            results[impl].append(_spawn(impl, args.steps))
+            results[impl].append(_spawn(impl, args.steps, where))
     print(
         f"machine: {platform.machine()}, {platform.python_version()}; steps/run "
         f"{args.steps} (first is warm-up), runs {args.repeats}"

@@ -35,9 +35,10 @@ def policy(cfg, model=None, tokenizer=None, device=None):
     set_seed(cfg.optim.seed)  # identical LoRA initialisation on every rank
     m = cfg.model
     if model is None:
-        model, tokenizer = load_model(
-            m.name_or_path, gguf_file=m.gguf_file, dtype=m.dtype, seed=cfg.optim.seed
-        )
+        model, tokenizer = load_model(  # random:<shape> models are built on the device
+            m.name_or_path, gguf_file=m.gguf_file, dtype=m.dtype, seed=cfg.optim.seed,
+            device=device if device is not None else "cpu",
+        )  # fmt: skip
     if tokenizer is None:
         raise ValueError("a model was passed without its tokenizer")
     if m.init_adapter:  # model.init_adapter: start from a saved adapter (its shape checked)

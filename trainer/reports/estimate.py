@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from flowgrpo.operators.random_models import is_random_name, random_shape
+
 # Architectures of models named in configs/, for estimates without a download.
 KNOWN = {
     "Qwen/Qwen2.5-7B-Instruct": {
@@ -33,7 +35,9 @@ _BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 def model_shape(name_or_path: str) -> dict | None:
-    """The config.json fields of a local model, a known hub id, or None."""
+    """The config.json fields of a local model, a known hub id, a ``random:<shape>``, or None."""
+    if is_random_name(name_or_path):
+        return random_shape(name_or_path)
     path = Path(name_or_path) / "config.json"
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
