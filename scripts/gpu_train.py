@@ -8,6 +8,7 @@ them as Markdown and JSON)."""
 from __future__ import annotations
 
 import statistics
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -127,17 +128,13 @@ def part_capacity(profile: Profile, out: Path) -> dict:
     problems = load_task("arithmetic", n=max(profile.capacity_rows) // k + 1, seed=1)
     rows = []
     for n_rows in (r.problems_per_step * k, *profile.capacity_rows):
-        rows.append(_try(
-            "generation", n_rows, lambda n=n_rows: generate_rollout(
-                model, tokenizer, problems[: n // k], k, r.temperature, r.top_p,
-                r.max_new_tokens,
-            ),
-        ))  # fmt: skip
+        sample = partial(generate_rollout, model, tokenizer, problems[: n_rows // k], k,
+                         r.temperature, r.top_p, r.max_new_tokens)  # fmt: skip
+        rows.append(_try("generation", n_rows, sample))
     settings = UpdateSettings(loss=cfg.algorithm.loss, logprob_mode=cfg.logprob_mode)
     for group in (k, *profile.capacity_k):
-        rows.append(_try("train group", group, lambda g=group: _one_group(model, tokenizer,
-                                                                         problems[0], g, r,
-                                                                         settings)))  # fmt: skip
+        train = partial(_one_group, model, tokenizer, problems[0], group, r, settings)
+        rows.append(_try("train group", group, train))
     del model
     release()
     fits = {kind: max((x["size"] for x in rows if x["kind"] == kind and x["fits"]), default=0)

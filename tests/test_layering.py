@@ -29,10 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Layer order, lowest first; ``core`` is everything under flowgrpo/ (the namespace itself).
 LAYERS = ("core", "dsl", "operators", "rewards", "trainer")
 FOLDERS = {"core": "flowgrpo", **{name: name for name in LAYERS[1:]}}
-#: The trainer's parts: its subpackages, ``config`` (trainer/config.py), ``sft_config`` (its
-#: ``sft`` section, data only) and ``trainer`` (trainer/__init__.py, which imports nothing).
+#: The trainer's parts: its subpackages, ``config`` (trainer/config.py), ``sft_config`` and
+#: ``model_config`` (its ``sft``, ``model`` and ``lora`` sections, data only) and ``trainer``
+#: (trainer/__init__.py, which imports nothing).
 TRAINER_PARTS = (
-    "trainer", "config", "sft_config", "algorithms", "monitoring", "loop", "reports", "cli",
+    "trainer", "config", "sft_config", "model_config", "algorithms", "monitoring", "loop",
+    "reports", "cli",
 )  # fmt: skip
 _BELOW_TRAINER = frozenset(LAYERS[:-1])
 #: Core modules that are front ends over the whole library, as the CLI is: ``flowgrpo.api``
@@ -47,7 +49,8 @@ TRAINER_RULES: dict[str, frozenset[str]] = {
     "algorithms": frozenset({"core", "rewards"}),
     "monitoring": frozenset({"core"}),
     "sft_config": frozenset({"core"}),
-    "config": _BELOW_TRAINER | {"sft_config", "algorithms", "monitoring"},
+    "model_config": frozenset({"core", "operators"}),  # the random:<shape> names
+    "config": _BELOW_TRAINER | {"sft_config", "model_config", "algorithms", "monitoring"},
     "loop": _BELOW_TRAINER | {"config", "algorithms", "monitoring"},
     "reports": _BELOW_TRAINER | {"config", "algorithms", "monitoring", "loop"},
     "cli": _BELOW_TRAINER | {"config", "algorithms", "monitoring", "loop", "reports"},

@@ -25,9 +25,9 @@ from flowgrpo.plugins import check_plugins
 from flowgrpo.rewards import RewardSpec
 from flowgrpo.trainer.algorithms.entropy_control import EntropyControl
 from flowgrpo.trainer.algorithms.losses import LossConfig
+from flowgrpo.trainer.model_config import LoraSettings, ModelConfig
 from flowgrpo.trainer.monitoring.health import HealthConfig
 from flowgrpo.trainer.monitoring.trackers import TRACKERS
-from flowgrpo.trainer.model_config import LoraSettings, ModelConfig
 from flowgrpo.trainer.sft_config import SFTConfig
 
 logger = logging.getLogger(__name__)
