@@ -138,7 +138,7 @@ def run(profile: Profile, parts: list[str], out: Path, work: Path) -> dict:
         start = time.perf_counter()
         try:
             result = _part(name)(profile, work)
-        except Exception:
+        except Exception:  # one part's failure is a result; the rest still run
             result = {"error": traceback.format_exc()[-3000:]}
         release()
         result["seconds"] = round(time.perf_counter() - start, 1)

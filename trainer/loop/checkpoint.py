@@ -154,10 +154,29 @@ def load_checkpoint(path: str | Path, model, optimizer, scheduler) -> dict:
     adapter_file = path / "adapter" / "adapter_model.safetensors"
     if not adapter_file.is_file():
         raise FileNotFoundError(f"{path} is not a complete checkpoint (no {adapter_file.name})")
-    set_peft_model_state_dict(model, load_file(str(adapter_file)))
-    state = torch.load(path / "trainer_state.pt", weights_only=False)
+    state_file = path / "trainer_state.pt"
+    try:
+        weights = load_file(str(adapter_file))
+    except Exception as exc:  # safetensors raises its own error types
+        raise _unreadable(adapter_file, exc) from None
+    try:
+        state = torch.load(state_file, weights_only=False)
+        step, trainer = state["step"], state["trainer"]
+    except Exception as exc:  # unpickling, zip and key errors alike
+        raise _unreadable(state_file, exc) from None
+    set_peft_model_state_dict(model, weights)
     optimizer.load_state_dict(state["optimizer"])
     if scheduler is not None and state["scheduler"] is not None:
         scheduler.load_state_dict(state["scheduler"])
     set_rng_state(state["rng"])
-    return {"step": state["step"], **state["trainer"]}
+    return {"step": step, **trainer}
+
+
+def _unreadable(file: Path, exc: Exception) -> CheckpointError:
+    """The error of a checkpoint file that does not load: it names the file and what to do."""
+    checkpoint = file.parent.parent if file.parent.name == "adapter" else file.parent
+    return CheckpointError(
+        f"{file} does not load ({type(exc).__name__}: {str(exc)[:200]}): the checkpoint is "
+        f"damaged; delete {checkpoint} to resume from the one before it, or start again",
+        checkpoint,
+    )

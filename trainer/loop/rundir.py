@@ -5,10 +5,16 @@ a run writes anything into one.
 * resuming with a config that changes the model or the adapter's shape (:data:`SHAPE_KEYS`) is an
   error naming the differing keys;
 * training into a directory that already holds a run (``metrics.jsonl`` with rows, or a
-  ``checkpoint-*``) is refused unless ``overwrite``, which deletes that run's files first (only
-  the files a run writes: :data:`RUN_FILES`, :data:`RUN_DIRS`, checkpoints, the execution cache;
-  nothing else in the directory is touched);
-* ``config.yaml`` is written only after all of that passed.
+  ``checkpoint-*``) is refused unless ``overwrite``, which deletes that run's files first;
+* a run deletes and overwrites only what it wrote itself: its marker :data:`RUN_MARKER` lists
+  the names of :data:`RUN_FILES`, :data:`RUN_DIRS` and the execution cache that did not exist
+  when it started (its checkpoints are its own too); ``overwrite`` of a directory without a
+  marker is refused, and so is a fresh run into a directory whose ``config.yaml``, ``plots/``...
+  a run would overwrite but did not write;
+* ``rollout.cache_path``, when relative, must stay inside the run directory; an absolute one
+  is never deleted;
+* ``config.yaml`` (and the marker) are written only after all of that passed; on ``resume``
+  only once the checkpoint has loaded (:func:`finish_resume`): a failed resume writes nothing.
 
 Every refusal is a :class:`RunDirError` (a ``ValueError``): the CLI prints it on one line and
 exits 2.
@@ -30,11 +36,15 @@ from flowgrpo.trainer.loop.checkpoint import latest_checkpoint
 logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.yaml"
+#: The marker of a flowgrpo run directory: the names the run owns (it may delete them).
+RUN_MARKER = "flowgrpo-run.json"
 METRICS_FILE = "metrics.jsonl"
 #: Files a run writes at the top of its directory (besides checkpoints and the execution cache).
 RUN_FILES = (METRICS_FILE, "samples.jsonl", CONFIG_FILE, "trackers.json")
 #: Folders a run (or its reports) writes: tracker files and plots.
 RUN_DIRS = ("tensorboard", "wandb", "plots")
+#: Names a cache file may not take (they are the run's own files or folders).
+_RESERVED = frozenset((*RUN_FILES, *RUN_DIRS, RUN_MARKER))
 #: Config keys that decide the model and the adapter's shape: a checkpoint only fits these.
 SHAPE_KEYS = (
     "model.name_or_path",
@@ -96,6 +106,7 @@ def check_run_dir(
             f"--resume and --overwrite exclude each other: --resume continues the run in "
             f"{run_dir}, --overwrite deletes it"
         )
+    check_cache_path(config, run_dir)
     found = existing_run(run_dir)
     if not resume:
         if found and not overwrite:
@@ -104,6 +115,7 @@ def check_run_dir(
                 "delete its run files and start again with --overwrite, or choose another "
                 "--output-dir"
             )
+        _check_foreign_files(config, run_dir, found, overwrite)
         return None
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
@@ -122,16 +134,77 @@ def check_run_dir(
     return checkpoint
 
 
-def clear_run(config: TrainConfig, run_dir: str | Path) -> list[str]:
-    """Delete the files of the run in ``run_dir`` (only what a run writes); returns their names."""
-    run_dir = Path(run_dir)
+def check_cache_path(config: TrainConfig, run_dir: Path) -> None:
+    """A relative ``rollout.cache_path`` must name a file inside ``run_dir`` (a run deletes it
+    on ``--overwrite``); an absolute one is the user's and is never deleted."""
+    path = config.rollout.cache_path
+    if not path or Path(path).is_absolute():
+        return
+    inside = Path(run_dir).resolve()
+    target = (inside / path).resolve()
+    if target == inside or not target.is_relative_to(inside) or Path(path).name in _RESERVED:
+        raise RunDirError(
+            f"rollout.cache_path {path!r} is not a file inside the run directory {run_dir}: "
+            "give a file name such as execution_cache.jsonl, or an absolute path (never deleted)"
+        )
+
+
+def _owned_names(config: TrainConfig) -> list[str]:
     names = [*RUN_FILES, *RUN_DIRS]
-    if config.rollout.cache_path:
-        names.append(config.rollout.cache_path)
-    paths = [run_dir / name for name in names]
+    path = config.rollout.cache_path
+    if path and not Path(path).is_absolute():
+        names.append(path)
+    return names
+
+
+def _check_foreign_files(config, run_dir: Path, found: list[str], overwrite: bool) -> None:
+    """Refuse to overwrite or delete what no flowgrpo run in ``run_dir`` wrote."""
+    if _read_marker(run_dir) is not None:
+        return
+    present = [n for n in _owned_names(config) if (run_dir / n).exists()]
+    if overwrite and (found or present):
+        raise RunDirError(
+            f"--overwrite: {run_dir} has no {RUN_MARKER}, so nothing shows which of its files "
+            f"({', '.join(found + present)}) a flowgrpo run wrote; delete them yourself or "
+            "choose another --output-dir"
+        )
+    if present:
+        raise RunDirError(
+            f"{run_dir} holds {', '.join(present)}, which a run would overwrite, and no flowgrpo "
+            "run: move them or choose another --output-dir"
+        )
+
+
+def _read_marker(run_dir: Path) -> list[str] | None:
+    """The names the run in ``run_dir`` owns, or None without a (readable) marker."""
+    try:
+        data = json.loads((Path(run_dir) / RUN_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    owned = data.get("owned") if isinstance(data, dict) else None
+    return [str(n) for n in owned] if isinstance(owned, list) else None
+
+
+def _write_marker(config: TrainConfig, run_dir: Path, owned: list[str] | None = None) -> None:
+    """Mark ``run_dir`` as a run owning ``owned`` (default: the run names absent right now)."""
+    if owned is None:
+        owned = [n for n in _owned_names(config) if not (run_dir / n).exists()]
+    text = json.dumps({"flowgrpo_run": 1, "owned": sorted(set(owned))}, indent=1)
+    (run_dir / RUN_MARKER).write_text(text + "\n", encoding="utf-8")
+
+
+def clear_run(run_dir: str | Path) -> list[str]:
+    """Delete what the run in ``run_dir`` wrote (its marker's names, checkpoints, the marker);
+    returns their names. Names outside the directory are never followed."""
+    run_dir = Path(run_dir)
+    inside = run_dir.resolve()
+    owned = _read_marker(run_dir) or []
+    paths = [run_dir / name for name in owned if (run_dir / name).resolve().is_relative_to(inside)]
     paths += sorted(run_dir.glob("checkpoint-*")) + sorted(run_dir.glob(".checkpoint-*"))
     removed = []
-    for path in paths:
+    for path in [*paths, run_dir / RUN_MARKER]:
+        if path.resolve() == inside:
+            continue
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         elif path.exists() or path.is_symlink():
@@ -155,13 +228,24 @@ def prepare_run_dir(
     ``overwrite``, create the directory and write config.yaml. Returns the checkpoint to resume
     from, or None."""
     checkpoint = check_run_dir(config, run_dir, resume, overwrite)
-    if main_process:
+    if main_process and not resume:  # a resume writes once its checkpoint loaded
         run_dir = Path(run_dir)
         if overwrite:
-            clear_run(config, run_dir)
+            clear_run(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
+        _write_marker(config, run_dir)
         save_config(config, run_dir / CONFIG_FILE)
     return checkpoint
+
+
+def finish_resume(config: TrainConfig, run_dir: str | Path) -> None:
+    """After a resumed run's checkpoint loaded: write its config.yaml (the new values), and a
+    marker for a run written before markers existed (it owns the run names it holds)."""
+    run_dir = Path(run_dir)
+    if _read_marker(run_dir) is None:
+        present = [n for n in _owned_names(config) if (run_dir / n).exists()]
+        _write_marker(config, run_dir, [*present, CONFIG_FILE])
+    save_config(config, run_dir / CONFIG_FILE)
 
 
 def run_config_path(path: str | Path) -> Path | None:

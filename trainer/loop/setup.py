@@ -18,7 +18,7 @@ from flowgrpo.operators.executor import build_executor, executor_limits
 from flowgrpo.operators.models import load_model
 from flowgrpo.trainer.loop.init_adapter import adapter_dir, load_init_adapter
 from flowgrpo.trainer.loop.policy import _pad, add_reference_adapter, wrap_lora
-from flowgrpo.trainer.loop.rundir import prepare_run_dir
+from flowgrpo.trainer.loop.rundir import finish_resume, prepare_run_dir
 from flowgrpo.trainer.monitoring.metrics import MetricsWriter
 from flowgrpo.trainer.monitoring.trackers import accelerator_kwargs, start_trackers
 
@@ -126,6 +126,13 @@ def prepare_run(cfg, run_dir: Path, resume: bool, overwrite: bool, main_process:
             cfg.rollout.tie_temperature, cfg.rollout.max_tie_temperature,
         )  # fmt: skip
     return prepare_run_dir(cfg, run_dir, resume, overwrite, main_process)
+
+
+def resumed(cfg, run_dir: Path, main_process: bool) -> None:
+    """A resumed run's checkpoint loaded: now write its config.yaml (a failed resume writes
+    nothing; :func:`..rundir.finish_resume`)."""
+    if main_process:
+        finish_resume(cfg, run_dir)
 
 
 def writer(cfg, run_dir: Path, accelerator: Accelerator, resume: bool = False):

@@ -114,6 +114,7 @@ class Trainer:
         self.step = 0
         if resume:
             self._resume()
+            setup.resumed(cfg, self.run_dir, self.accelerator.is_main_process)
         self.env = steps.StepEnv(
             cfg,
             self.model,

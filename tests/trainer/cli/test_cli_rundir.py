@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from flowgrpo.trainer.cli.app import main
 from flowgrpo.trainer.config import load_config, save_config
+from flowgrpo.trainer.loop.rundir import RUN_MARKER
 
 TINY = "configs/tiny.yaml"
 
@@ -22,9 +23,13 @@ def steps_of(run_dir):
     return [json.loads(line)["step"] for line in lines]
 
 
-def fake_run(run_dir, steps=2, lora_r=4):
-    """A run directory as a finished run leaves it: config.yaml, metrics rows, a checkpoint."""
+def fake_run(run_dir, steps=2, lora_r=4, marker=True):
+    """A run directory as a finished run leaves it: config.yaml, metrics rows, a checkpoint and
+    (``marker``) the run marker naming what the run owns."""
     run_dir.mkdir(parents=True)
+    if marker:
+        owned = ["config.yaml", "metrics.jsonl", "samples.jsonl", "tensorboard", "plots"]
+        (run_dir / RUN_MARKER).write_text(json.dumps({"flowgrpo_run": 1, "owned": owned}))
     cfg = load_config(TINY, (f"logging.output_dir={run_dir}", f"lora.r={lora_r}"))
     save_config(cfg, run_dir / "config.yaml")
     rows = "".join(json.dumps({"step": s}) + "\n" for s in range(1, steps + 1))
@@ -105,3 +110,94 @@ def test_resuming_twice_never_logs_a_step_twice(tmp_path):
     result = train(run_dir, "--max-steps", "3", "--resume", *every)
     assert result.exit_code == 0, result.output
     assert steps_of(run_dir) == [1, 2, 3]
+
+
+def _tree(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_overwrite_never_deletes_a_cache_path_outside_the_run(tmp_path):
+    parent = tmp_path / "P"
+    run_dir = fake_run(parent / "r")
+    (parent / "precious.txt").write_text("mine")
+    before = _tree(parent)
+    result = train(run_dir, "--max-steps", "1", "--overwrite", "--set", "rollout.cache_path=..")
+    assert result.exit_code == 2, result.output
+    assert "rollout.cache_path '..' is not a file inside the run directory" in result.output
+    assert _tree(parent) == before and (parent / "precious.txt").read_text() == "mine"
+    outside = train(run_dir, "--overwrite", "--set", "rollout.cache_path=../precious.txt")
+    assert outside.exit_code == 2 and (parent / "precious.txt").read_text() == "mine"
+
+
+def test_an_absolute_cache_path_is_used_and_never_deleted(tmp_path):
+    cache = tmp_path / "shared-cache.jsonl"
+    cache.write_text("")
+    run_dir = tmp_path / "run"
+    absolute = ("--set", f"rollout.cache_path={cache}")
+    assert train(run_dir, "--max-steps", "1", *absolute).exit_code == 0
+    result = train(run_dir, "--max-steps", "1", "--overwrite", *absolute)
+    assert result.exit_code == 0, result.output
+    assert cache.exists()
+
+
+def test_overwrite_of_a_folder_without_a_run_marker_is_refused(tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for name in ("plots", "wandb", "tensorboard"):
+        (folder / name).mkdir()
+        (folder / name / "keep.txt").write_text(name)
+    (folder / "config.yaml").write_text("my: notes\n")
+    before = _tree(folder)
+    result = train(folder, "--max-steps", "1", "--overwrite")
+    assert result.exit_code == 2, result.output
+    last = result.output.strip().splitlines()[-1]  # after the status lines, one error line
+    assert f"--overwrite: {folder} has no {RUN_MARKER}" in last
+    assert "Traceback" not in result.output
+    assert _tree(folder) == before and (folder / "config.yaml").read_text() == "my: notes\n"
+
+
+def test_a_run_from_before_markers_is_not_deleted_by_overwrite(tmp_path):
+    run_dir = fake_run(tmp_path / "run", marker=False)
+    before = _tree(run_dir)
+    result = train(run_dir, "--max-steps", "1", "--overwrite")
+    assert result.exit_code == 2 and "has no flowgrpo-run.json" in result.output
+    assert _tree(run_dir) == before
+
+
+def test_a_plain_train_never_overwrites_a_config_yaml_it_did_not_write(tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "config.yaml").write_text("my: notes\n")
+    result = train(folder, "--max-steps", "1")
+    assert result.exit_code == 2, result.output
+    assert "holds config.yaml, which a run would overwrite, and no flowgrpo run" in result.output
+    assert (folder / "config.yaml").read_text() == "my: notes\n"
+    assert _tree(folder) == ["config.yaml"]
+
+
+def test_a_run_into_a_folder_of_other_files_keeps_them_and_overwrite_keeps_them_too(tmp_path):
+    folder = tmp_path / "mine"
+    (folder / "plots").mkdir(parents=True)
+    (folder / "plots" / "mine.png").write_bytes(b"png")
+    (folder / "notes.txt").write_text("mine")
+    assert train(folder, "--max-steps", "1").exit_code == 2  # plots/ is a run name: refused
+    (folder / "plots" / "mine.png").unlink()
+    (folder / "plots").rmdir()
+    assert train(folder, "--max-steps", "1").exit_code == 0
+    marker = json.loads((folder / RUN_MARKER).read_text())
+    assert "notes.txt" not in marker["owned"] and "config.yaml" in marker["owned"]
+    assert train(folder, "--max-steps", "1", "--overwrite").exit_code == 0
+    assert (folder / "notes.txt").read_text() == "mine"
+
+
+def test_a_resume_from_a_damaged_checkpoint_names_it_and_writes_nothing(tmp_path):
+    run_dir = tmp_path / "run"
+    assert train(run_dir, "--max-steps", "1", "--set", "logging.save_every=1").exit_code == 0
+    (run_dir / "checkpoint-1" / "adapter" / "adapter_model.safetensors").write_bytes(b"junk")
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    result = train(run_dir, "--max-steps", "2", "--resume", "--set", "optim.lr=0.5")
+    assert result.exit_code == 2, result.output
+    assert "adapter_model.safetensors does not load" in result.output
+    assert "Traceback" not in result.output
+    after = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    assert after == before, "a failed resume writes nothing (config.yaml included)"

@@ -209,3 +209,13 @@ def test_a_really_full_disk_while_writing_the_metrics_keeps_the_run_resumable(
     assert str(run_dir) in str(info.value) and "--resume" in str(info.value)
     (tiny_disk / "filler").unlink()
     assert_previous_checkpoint_loads(run_dir, monkeypatch, 1)
+
+
+def test_a_damaged_trainer_state_names_the_file(tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    trainer_for(run_dir, monkeypatch).train()
+    path = latest_checkpoint(run_dir)
+    (path / "trainer_state.pt").write_bytes(b"\x00not a torch file")
+    fresh = trainer_for(tmp_path / "fresh", monkeypatch)
+    with pytest.raises(CheckpointError, match=r"trainer_state\.pt does not load .*damaged"):
+        load_checkpoint(path, fresh.model, fresh.optimizer, fresh.scheduler)
