@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from flowgrpo.configuration import ConfigError, check
+from flowgrpo.configuration import ConfigError, check, load_yaml
 from flowgrpo.dsl.operators import DOMAINS, OperatorTable, default_table
 from flowgrpo.dsl.validate import validate
 
@@ -85,8 +83,8 @@ def _read(path: str, where: str) -> dict:
     check(p.is_file(), where, f"{p} does not exist; give a YAML or JSON file with {_FILE_KEYS}")
     text = p.read_text(encoding="utf-8")
     try:
-        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        data = json.loads(text) if p.suffix.lower() == ".json" else load_yaml(text, str(p))
+    except (json.JSONDecodeError, ConfigError) as exc:
         raise ConfigError(f"{where}: {p} is not valid YAML/JSON: {exc}") from None
     check(isinstance(data, Mapping), where, f"{p} must hold a mapping with keys {_FILE_KEYS}")
     unknown = sorted(set(data) - set(_FILE_KEYS))

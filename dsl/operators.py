@@ -32,9 +32,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
-from flowgrpo.configuration import ConfigError, from_dict
+from flowgrpo.configuration import ConfigError, from_dict, load_yaml
 
 GENERATOR = "generator"
 ENSEMBLER = "ensembler"
@@ -209,9 +207,9 @@ class OperatorTable(Mapping):
             raise ValueError(f"operator table {p} does not exist")
         text = p.read_text(encoding="utf-8")
         try:
-            data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-        except (json.JSONDecodeError, yaml.YAMLError) as exc:
-            raise ValueError(f"{p}: not valid {p.suffix.lstrip('.') or 'YAML'}: {exc}") from None
+            data = json.loads(text) if p.suffix == ".json" else load_yaml(text, str(p))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{p}: not valid JSON: {exc}") from None
         return cls.from_data(data, str(p))
 
 

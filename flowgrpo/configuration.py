@@ -26,6 +26,8 @@ import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+import yaml
+
 __all__ = ["ConfigError", "check", "from_dict", "to_dict"]
 
 T = TypeVar("T")
@@ -166,3 +168,52 @@ def to_dict(config: Any) -> Any:
     if isinstance(config, (list, tuple)):
         return [to_dict(v) for v in config]
     return config
+
+
+#: The most values a YAML document may expand to, an alias counted each time it is used: far
+#: above any real config (the shipped ones hold under 200), far below an alias bomb's billions.
+MAX_YAML_VALUES = 100_000
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that measures a document's expanded size before building it."""
+
+    def construct_document(self, node):
+        _expanded_size(node, {})
+        return super().construct_document(node)
+
+
+class _TooLarge(yaml.YAMLError):
+    pass
+
+
+def _expanded_size(node, memo: dict) -> int:
+    """Values of ``node`` with every alias expanded (memoised: a bomb costs its node count)."""
+    key = id(node)
+    if key in memo:
+        if memo[key] is None:
+            raise _TooLarge("an alias refers to a value that contains it (a cycle)")
+        return memo[key]
+    memo[key] = None
+    children: list = []
+    if isinstance(node, yaml.SequenceNode):
+        children = node.value
+    elif isinstance(node, yaml.MappingNode):
+        children = [part for pair in node.value for part in pair]
+    total = 1 + sum(_expanded_size(child, memo) for child in children)
+    if total > MAX_YAML_VALUES:
+        raise _TooLarge(f"it expands to more than {MAX_YAML_VALUES:,} values (aliases)")
+    memo[key] = total
+    return total
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """``yaml.safe_load`` of ``text`` that refuses a document whose aliases expand beyond
+    :data:`MAX_YAML_VALUES` values or into a cycle; errors are :class:`ConfigError` naming
+    ``source``."""
+    try:
+        return yaml.load(text, Loader=_BoundedLoader)  # a SafeLoader subclass: safe
+    except _TooLarge as exc:
+        raise ConfigError(f"{source}: refused: {exc}; write the values out instead") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None

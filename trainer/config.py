@@ -17,7 +17,14 @@ from typing import Any, Literal
 
 import yaml
 
-from flowgrpo.configuration import ConfigError, check, finite_number, from_dict, to_dict
+from flowgrpo.configuration import (
+    ConfigError,
+    check,
+    finite_number,
+    from_dict,
+    load_yaml,
+    to_dict,
+)
 from flowgrpo.dsl.fewshot import PromptSpec
 from flowgrpo.operators.custom import check_records
 from flowgrpo.operators.executor import ExecutorConfig, move_deprecated_keys, moved_overrides
@@ -401,10 +408,7 @@ def apply_override(data: dict, assignment: str) -> None:
         )
     dotted, raw = assignment.split("=", 1)
     replace = dotted.endswith(":")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--set {assignment!r}: value is not valid YAML ({exc})") from None
+    value = load_yaml(raw, f"--set {assignment!r}: the value") if raw.strip() else ""
     keys = dotted.rstrip(":").strip().split(".")
     node = data
     for depth, key in enumerate(keys[:-1]):
@@ -429,9 +433,15 @@ def load_config(path: str | Path | None = None, overrides: tuple[str, ...] = ())
         if not p.is_file():
             raise ConfigError(f"config file {p} does not exist; see configs/ for examples")
         try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{p}: cannot be read as UTF-8 text ({exc})") from None
+        data = load_yaml(text, str(p)) or {}
+        if not isinstance(data, dict):
+            raise ConfigError(
+                f"{p}: a config is a mapping of sections (model:, rollout:, ...); this file "
+                f"holds a YAML {type(data).__name__}: see configs/ for examples"
+            )
     move_deprecated_keys(data, str(path) if path is not None else "config")
     for assignment in moved_overrides(overrides):  # old rollout.executor* keys: executor.*
         apply_override(data, assignment)

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from flowgrpo.configuration import load_yaml
 from flowgrpo.operators.simulation.params import SimulationParams
 
 WORLD_KEYS = ("name", "summary", "simulation", "rewards")
@@ -102,10 +101,7 @@ def load_world(path: str | Path) -> World:
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"world file {p} does not exist; see configs/worlds/ for the worlds")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ValueError(f"world file {p}: not valid YAML ({exc})") from None
+    data = load_yaml(p.read_text(encoding="utf-8"), f"world file {p}")
     return world_from_dict(data if data is not None else {}, name=p.stem, path=str(p))
 
 

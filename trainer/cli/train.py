@@ -44,6 +44,8 @@ def check_environment(cfg) -> None:
         build_environment(cfg, with_executor=False)
     except ConfigError as exc:
         fail(f"bad config: {exc}")
+    except (FileNotFoundError, UnicodeDecodeError) as exc:  # a problems or prompt file
+        fail(str(exc))
     try:
         probe_executor(cfg.executor)
     except (ValueError, ImportError) as exc:

@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 
 from peft import LoraConfig, PeftModel
+from safetensors import safe_open
 
 from flowgrpo.trainer.loop.policy import count_parameters
 
@@ -28,11 +29,32 @@ def adapter_dir(path: str | Path) -> Path:
     p = Path(path)
     for candidate in (p, p / "adapter"):
         if (candidate / "adapter_config.json").is_file():
-            return candidate
+            return check_adapter_files(candidate)
     raise FileNotFoundError(
         f"model.init_adapter: {path} holds no LoRA adapter (no adapter_config.json); "
         f"{HOW_TO_MAKE.format(path=path)}, or set model.init_adapter: null for a fresh adapter"
     )
+
+
+def check_adapter_files(directory: Path) -> Path:
+    """``directory`` when its adapter_config.json parses and its weights file opens (the header
+    only: cheap), else a ``ValueError`` naming the damaged file, before any model is loaded."""
+    config = directory / "adapter_config.json"
+    try:
+        json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{config} does not load ({exc}): the adapter is damaged") from None
+    weights = directory / "adapter_model.safetensors"
+    if weights.is_file():
+        try:
+            with safe_open(str(weights), framework="pt"):
+                pass
+        except Exception as exc:  # safetensors raises its own error types
+            raise ValueError(
+                f"{weights} does not load ({type(exc).__name__}: {str(exc)[:200]}): the adapter "
+                "is damaged"
+            ) from None
+    return directory
 
 
 def check_adapter_shape(path: str | Path, lora_cfg) -> dict:

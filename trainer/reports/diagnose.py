@@ -16,8 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from flowgrpo.configuration import load_yaml
 from flowgrpo.trainer.monitoring.collapse import CollapseDecision, replay
 from flowgrpo.trainer.monitoring.health import (
     Alert,
@@ -172,10 +171,7 @@ def load_health_config(run_dir: str | Path) -> tuple[HealthConfig, str]:
     path = Path(run_dir) / CONFIG_FILE
     if not path.is_file():
         return HealthConfig(), "defaults (no config.yaml)"
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML ({exc}); fix or remove the file") from None
+    data = load_yaml(path.read_text(encoding="utf-8"), f"{path} (fix or remove the file)") or {}
     section = data.get("health") if isinstance(data, Mapping) else None
     if section is None:
         return HealthConfig(), "defaults (config.yaml has no health section)"

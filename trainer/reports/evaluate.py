@@ -144,7 +144,10 @@ def adapter_dir(checkpoint: str | Path) -> Path:
             f"{checkpoint}: no adapter here; pass RUN_DIR/checkpoint-N "
             "(it holds adapter/adapter_config.json)"
         )
-    return path
+    # heavy: peft and safetensors (import torch); `flowgrpo eval --compare` never gets here
+    from flowgrpo.trainer.loop.init_adapter import check_adapter_files
+
+    return check_adapter_files(path)
 
 
 def load_for_eval(adapter: str | None, model: ModelSpec | str, device: str = "cpu"):

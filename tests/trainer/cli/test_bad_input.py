@@ -1,0 +1,128 @@
+"""Bad input through every command: one ``error:`` line naming the file or key, exit 2, no
+traceback, nothing written (issue 44's table; each case is one row)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from flowgrpo.trainer.cli.app import main
+
+TINY = "configs/tiny.yaml"
+BOMB = "".join(
+    f"{a}: &{a} [{', '.join([f'*{p}'] * 9) if p else ', '.join(['x'] * 9)}]\n"
+    for p, a in zip(["", "a", "b", "c", "d", "e", "f", "g", "h"], "abcdefghi")
+)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Bad files, and a finished tiny run whose checkpoint is damaged in the cases."""
+    root = tmp_path_factory.mktemp("bad")
+    (root / "list.yaml").write_text("- model\n- rollout\n")
+    (root / "scalar.yaml").write_text("42\n")
+    (root / "bomb.yaml").write_text(BOMB + "rollout:\n  task: *i\n")
+    (root / "cycle.yaml").write_text("rollout: &r\n  x: *r\n")
+    (root / "latin1.yaml").write_bytes("model:\n  name_or_path: caf\xe9\n".encode("latin-1"))
+    (root / "bad.yaml").write_text("model: [unclosed\n")
+    run = root / "run"
+    args = ["train", "--config", TINY, "--output-dir", str(run), "--max-steps", "1", "-q"]
+    assert CliRunner().invoke(main, [*args, "--set", "logging.save_every=1"]).exit_code == 0
+    return root
+
+
+def _damage(run, part):
+    shutil.rmtree(run.parent / "damaged", ignore_errors=True)
+    damaged = shutil.copytree(run, run.parent / "damaged")
+    target = {
+        "weights": damaged / "checkpoint-1" / "adapter" / "adapter_model.safetensors",
+        "adapter config": damaged / "checkpoint-1" / "adapter" / "adapter_config.json",
+        "state": damaged / "checkpoint-1" / "trainer_state.pt",
+    }[part]
+    target.write_bytes(b"{junk")
+    return damaged
+
+
+CASES = [  # (name, args with {root} and {out}, what the error line names)
+    (
+        "config is a list",
+        "train --config {root}/list.yaml --output-dir {out}",
+        "list.yaml: a config is a mapping",
+    ),
+    ("config is a scalar", "train --config {root}/scalar.yaml --dry-run", "holds a YAML int"),
+    (
+        "alias bomb",
+        "train --config {root}/bomb.yaml --output-dir {out}",
+        "expands to more than 100,000",
+    ),
+    ("alias cycle", "train --config {root}/cycle.yaml --dry-run", "a cycle"),
+    ("not UTF-8", "train --config {root}/latin1.yaml --dry-run", "cannot be read as UTF-8"),
+    ("not YAML", "train --config {root}/bad.yaml --dry-run", "bad.yaml: not valid YAML"),
+    ("no such config", "train --config {root}/none.yaml --dry-run", "does not exist"),
+    (
+        "problems file missing (train)",
+        f"train --config {TINY} --set rollout.task=gsm8k:{{root}}/no.jsonl --output-dir {{out}}",
+        "no.jsonl",
+    ),
+    (
+        "problems file missing (dry run)",
+        f"train --config {TINY} --set rollout.task=gsm8k:{{root}}/no.jsonl --dry-run",
+        "no.jsonl",
+    ),
+    (
+        "cache path escapes the run",
+        f"train --config {TINY} --set rollout.cache_path=.. --output-dir {{out}}",
+        "rollout.cache_path '..'",
+    ),
+    ("sft config is a list", "sft --config {root}/list.yaml --out {out}", "a config is a mapping"),
+    (
+        "damaged weights: resume",
+        "train --config {damaged}/config.yaml --output-dir {damaged} --resume --max-steps 2",
+        "adapter_model.safetensors does not load",
+    ),
+    (
+        "damaged weights: eval",
+        "eval --adapter {damaged}/checkpoint-1 --n 1",
+        "adapter_model.safetensors does not load",
+    ),
+    (
+        "damaged weights: export",
+        "export {damaged}/checkpoint-1 --merge {out}",
+        "adapter_model.safetensors does not load",
+    ),
+    (
+        "damaged adapter config: eval",
+        "eval --adapter {damaged}/checkpoint-1 --n 1",
+        "adapter_config.json does not load",
+    ),
+    (
+        "damaged state: resume",
+        "train --config {damaged}/config.yaml --output-dir {damaged} --resume --max-steps 2",
+        "trainer_state.pt does not load",
+    ),
+]
+DAMAGE = {
+    "damaged weights": "weights",
+    "damaged adapter config": "adapter config",
+    "damaged state": "state",
+}
+
+
+@pytest.mark.parametrize(("name", "command", "names"), CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(files, tmp_path, name, command, names):
+    part = next((v for k, v in DAMAGE.items() if name.startswith(k)), "weights")
+    damaged = _damage(files / "run", part)
+    before = {p: p.read_bytes() for p in damaged.rglob("*") if p.is_file()}
+    out = tmp_path / "out"
+    args = command.format(root=files, out=out, damaged=damaged).split()
+    result = CliRunner().invoke(main, args)
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert len(errors) == 1 and names in errors[0], result.output
+    assert not out.exists(), "nothing written"
+    after = {p: p.read_bytes() for p in damaged.rglob("*") if p.is_file()}
+    assert after == before, "nothing in the run folder changed"
