@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
-
-import yaml
 
 __all__ = ["ConfigError", "check", "from_dict", "to_dict"]
 
@@ -175,19 +174,25 @@ def to_dict(config: Any) -> Any:
 MAX_YAML_VALUES = 100_000
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that measures a document's expanded size before building it."""
-
-    def construct_document(self, node):
-        _expanded_size(node, {})
-        return super().construct_document(node)
-
-
-class _TooLarge(yaml.YAMLError):
+class _TooLarge(ValueError):
     pass
 
 
-def _expanded_size(node, memo: dict) -> int:
+@functools.cache
+def _bounded_loader():
+    """``yaml.SafeLoader`` that measures a document's expanded size before building it."""
+    # heavy: yaml, imported on first use so `import flowgrpo` stays light (tests/test_api.py)
+    import yaml
+
+    class BoundedLoader(yaml.SafeLoader):
+        def construct_document(self, node):
+            _expanded_size(node, {}, (yaml.SequenceNode, yaml.MappingNode))
+            return super().construct_document(node)
+
+    return BoundedLoader
+
+
+def _expanded_size(node, memo: dict, kinds: tuple) -> int:
     """Values of ``node`` with every alias expanded (memoised: a bomb costs its node count)."""
     key = id(node)
     if key in memo:
@@ -196,11 +201,11 @@ def _expanded_size(node, memo: dict) -> int:
         return memo[key]
     memo[key] = None
     children: list = []
-    if isinstance(node, yaml.SequenceNode):
+    if isinstance(node, kinds[0]):
         children = node.value
-    elif isinstance(node, yaml.MappingNode):
+    elif isinstance(node, kinds[1]):
         children = [part for pair in node.value for part in pair]
-    total = 1 + sum(_expanded_size(child, memo) for child in children)
+    total = 1 + sum(_expanded_size(child, memo, kinds) for child in children)
     if total > MAX_YAML_VALUES:
         raise _TooLarge(f"it expands to more than {MAX_YAML_VALUES:,} values (aliases)")
     memo[key] = total
@@ -211,8 +216,11 @@ def load_yaml(text: str, source: str) -> Any:
     """``yaml.safe_load`` of ``text`` that refuses a document whose aliases expand beyond
     :data:`MAX_YAML_VALUES` values or into a cycle; errors are :class:`ConfigError` naming
     ``source``."""
+    # heavy: yaml (see _bounded_loader)
+    import yaml
+
     try:
-        return yaml.load(text, Loader=_BoundedLoader)  # a SafeLoader subclass: safe
+        return yaml.load(text, Loader=_bounded_loader())  # a SafeLoader subclass: safe
     except _TooLarge as exc:
         raise ConfigError(f"{source}: refused: {exc}; write the values out instead") from None
     except yaml.YAMLError as exc:

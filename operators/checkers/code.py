@@ -1,75 +1,25 @@
-"""The code checker: a solution and its tests run in ONE sandbox process; score = share passed."""
+"""The code checker: the solution and its tests in separate sandbox processes; score = the
+share of tests passed. Why two processes and how they talk: :mod:`.code_programs`."""
 
 from __future__ import annotations
 
+import ast
+import builtins
 import json
 import re
 import secrets
 from collections.abc import Sequence
 
+from flowgrpo.operators.checkers.code_programs import CANDIDATE, TESTER, program
 from flowgrpo.operators.checkers.result import CheckResult
 from flowgrpo.operators.sandbox import run_python
 from flowgrpo.operators.tasks.base import Problem
 
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _PYTHON_TAGS = {"python", "py", "python3", "py3"}
-_TEST_STARTUP_S = 2.0  # interpreter start-up allowance added to the process time limit
-
-# The harness runs in one sandbox process: the solution, then each test, each with its own
-# SIGALRM time limit, in one shared namespace. Results are lines "<nonce> <json>" on stdout;
-# whatever the solution or tests print goes to a discarded buffer.
-_HARNESS = """\
-import builtins as _fg_builtins, contextlib as _fg_ctx, io as _fg_io, json as _fg_json
-import signal as _fg_signal, sys as _fg_sys
-
-_FG_OUT = _fg_sys.stdout
-_FG_NONCE = {nonce!r}
-_FG_LIMIT = {limit!r}
-_FG_ENTRY = {entry!r}
-_FG_SOLUTION = {solution!r}
-_FG_TESTS = {tests!r}
-
-
-class _FgTimeout(BaseException):
-    pass
-
-
-def _fg_alarm(signum, frame):
-    raise _FgTimeout()
-
-
-def _fg_emit(*parts):
-    _FG_OUT.write(_FG_NONCE + " " + _fg_json.dumps(parts) + "\\n")
-    _FG_OUT.flush()
-
-
-def _fg_run(source, name, namespace):
-    try:
-        _fg_signal.setitimer(_fg_signal.ITIMER_REAL, _FG_LIMIT)
-        try:
-            with _fg_ctx.redirect_stdout(_fg_io.StringIO()):
-                exec(compile(source, name, "exec"), namespace)
-        finally:
-            _fg_signal.setitimer(_fg_signal.ITIMER_REAL, 0)
-    except _FgTimeout:
-        return "timeout after %g s" % _FG_LIMIT
-    except BaseException as exc:
-        return ("%s: %s" % (type(exc).__name__, exc))[:300]
-    return None
-
-
-_fg_signal.signal(_fg_signal.SIGALRM, _fg_alarm)
-_fg_ns = {{"__name__": "solution", "__builtins__": _fg_builtins}}
-_fg_emit("solution", _fg_run(_FG_SOLUTION, "<solution>", _fg_ns))
-if _FG_ENTRY is not None:
-    if _FG_ENTRY in _fg_ns:
-        _fg_ns.setdefault("candidate", _fg_ns[_FG_ENTRY])
-    else:
-        _fg_emit("missing", _FG_ENTRY)
-for _fg_i, _fg_test in enumerate(_FG_TESTS):
-    _fg_emit("test", _fg_i, _fg_run(_fg_test, "<test %d>" % _fg_i, _fg_ns))
-_fg_emit("done")
-"""
+_STARTUP_S = 2.0  # interpreter start-up allowance added to each process's time limit
+#: Test runs at most per check (a test whose calls depend on earlier answers needs more).
+MAX_ROUNDS = 4
 
 
 def extract_code(text: str) -> str:
@@ -82,26 +32,91 @@ def extract_code(text: str) -> str:
     return blocks[0][1] if blocks else text
 
 
-def _parse_harness(
-    stdout: str, nonce: str, n_tests: int
-) -> tuple[dict[int, str | None], list[str]]:
-    """Per-test outcomes (None = passed, else the error) and notes about the solution."""
-    outcomes: dict[int, str | None] = {}
-    notes: list[str] = []
+def _lines(stdout: str, nonce: str):
+    """The JSON records a program wrote on its own (nonce-prefixed) lines."""
     for line in stdout.splitlines():
-        if not line.startswith(nonce + " "):
-            continue
+        if line.startswith(nonce + " "):
+            try:
+                parts = json.loads(line[len(nonce) + 1 :])
+            except json.JSONDecodeError:
+                continue
+            if isinstance(parts, list) and parts:
+                yield parts
+
+
+def proxied_names(tests: Sequence[str], setup: str | None, entry_point: str | None) -> list[str]:
+    """The names the tests use but neither they nor the question's code define: the solution's
+    functions, answered through proxies. ``candidate`` (HumanEval's argument name) and the
+    entry point always are; builtins never (a solution cannot redefine ``abs`` for the tests)."""
+    used, bound = set(), set()
+    for source in [*tests, setup or ""]:
         try:
-            parts = json.loads(line[len(nonce) + 1 :])
-        except json.JSONDecodeError:
+            tree = ast.parse(source)
+        except SyntaxError:
             continue
-        if parts[0] == "test" and 0 <= parts[1] < n_tests:
-            outcomes[parts[1]] = parts[2]
-        elif parts[0] == "solution" and parts[1] is not None:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                (used if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(node.name)
+            elif isinstance(node, ast.arg):
+                bound.add(node.arg)
+            elif isinstance(node, ast.alias):
+                bound.add((node.asname or node.name).split(".")[0])
+    free = used - bound - set(dir(builtins))
+    if entry_point:
+        free.add(entry_point)
+    return sorted(free | {"candidate"})
+
+
+def question_code(problem: Problem) -> str | None:
+    """A code problem's question when it is Python (a HumanEval prompt: imports, helpers such
+    as ``poly``, the signature): run in the test program so the tests use the trusted helpers,
+    never the solution's."""
+    try:
+        ast.parse(problem.question)
+    except (SyntaxError, ValueError):
+        return None
+    return problem.question
+
+
+def _run_tests(tests, setup, names, answers, timeout_s, memory_mb):
+    """One run of the test program: ({test: (state, error)}, {key: (name, payload)})."""
+    nonce = secrets.token_hex(8)
+    code = program(TESTER, nonce=nonce, limit=float(timeout_s), setup=setup or "",
+                   tests=list(tests), names=names, answers=answers)  # fmt: skip
+    result = run_python(code, timeout_s=timeout_s * (len(tests) + 1) + _STARTUP_S,
+                        memory_mb=memory_mb)  # fmt: skip
+    outcomes, requests = {}, {}
+    for parts in _lines(result.stdout, nonce):
+        if parts[0] == "test" and len(parts) == 4:
+            outcomes[parts[1]] = (parts[2], parts[3])
+        elif parts[0] == "request" and len(parts) == 4:
+            requests[parts[1]] = (parts[2], parts[3])
+    return outcomes, requests, result
+
+
+def _ask_candidate(code, entry_point, requests, timeout_s, memory_mb):
+    """One run of the candidate program on ``requests``: ({key: [status, value]}, notes)."""
+    nonce = secrets.token_hex(8)
+    listed = [[key, name, payload] for key, (name, payload) in requests.items()]
+    source = program(CANDIDATE, nonce=nonce, limit=float(timeout_s), solution=code,
+                     entry=entry_point, requests=listed)  # fmt: skip
+    result = run_python(source, timeout_s=timeout_s * (len(listed) + 1) + _STARTUP_S,
+                        memory_mb=memory_mb)  # fmt: skip
+    answers, notes = {}, []
+    for parts in _lines(result.stdout, nonce):
+        if parts[0] == "solution" and len(parts) == 2 and parts[1] is not None:
             notes.append(f"the solution raised {parts[1]}")
-        elif parts[0] == "missing":
-            notes.append(f"the solution does not define {parts[1]!r}")
-    return outcomes, notes
+        elif parts[0] == "answer" and len(parts) == 4 and parts[1] in requests:
+            answers.setdefault(parts[1], [parts[2], parts[3]])  # the first answer counts
+    for key in requests:
+        answers.setdefault(key, ["err", f"no answer ({result.reason or 'the solution exited'})"])
+    missing = sorted({v[1] for v in answers.values() if "does not define" in str(v[1])})
+    notes += [
+        m.replace("the solution does not define", "the solution does not define") for m in missing
+    ]
+    return answers, notes
 
 
 def check_code(
@@ -110,23 +125,26 @@ def check_code(
     entry_point: str | None,
     timeout_s: float = 5.0,
     memory_mb: int = 512,
+    setup: str | None = None,
 ) -> CheckResult:
-    """Run ``tests`` against a solution in ONE sandbox process; score = fraction passed.
+    """Run ``tests`` against a solution; score = fraction passed. The solution and the tests
+    run in separate sandbox processes (:mod:`.code_programs`), so the solution cannot reach the
+    tests, the expected values or the verdict.
 
     The code is taken from the first ```python fence of ``solution_code`` when there is one
-    (:func:`extract_code`). It is executed (``__name__ == "solution"``, so a ``__main__`` block
-    does not run), then each test string (an assert, or any code such as HumanEval's ``check``
-    function plus its call) runs in the same namespace, where ``candidate`` is bound to
-    ``entry_point`` when the solution defines it. A test passes when it raises nothing.
+    (:func:`extract_code`). The test program runs ``setup`` (the question's code, trusted) and
+    then each test (an assert, or code such as HumanEval's ``check`` function plus its call) in
+    one namespace where every name the tests use but do not define (:func:`proxied_names`;
+    ``candidate`` is the entry point) calls the solution's function of that name in the
+    candidate program, plain data in and out. Rounds alternate until every test ran on real
+    answers (at most :data:`MAX_ROUNDS`; a test still waiting then fails). A test passes when
+    it raises nothing. A solution that returns anything but plain data (an object of its own
+    class, a generator) fails the tests that use it; so does a test that passes a function
+    or relies on the solution changing its argument in place.
 
-    Limits: ``timeout_s`` seconds for the solution and for each test (SIGALRM inside the
-    process); the process as a whole gets ``timeout_s * (len(tests) + 1) + 2`` seconds and
-    ``memory_mb`` MiB; tests not reached before a hard kill count as failed.
-
-    Not protected: the solution runs in the same interpreter as the harness, so deliberately
-    hostile code can forge results (a per-run random nonce only stops accidental forgery); the
-    sandbox's own limits are described in :mod:`flowgrpo.operators.sandbox`. A test that swallows
-    ``BaseException`` can defeat the per-test time limit.
+    Limits: ``timeout_s`` seconds for the solution and for each call or test (SIGALRM inside
+    the process); each process gets ``timeout_s`` times its calls or tests plus 2 s, and
+    ``memory_mb`` MiB.
 
     Raises:
         ValueError: ``tests`` is empty (a problem without tests cannot be scored).
@@ -137,18 +155,31 @@ def check_code(
     code = extract_code(solution_code or "")
     if not code.strip():
         return CheckResult(False, 0.0, f"0/{len(tests)} tests passed: no code in the solution")
-    nonce = secrets.token_hex(8)
-    program = _HARNESS.format(
-        nonce=nonce, limit=float(timeout_s), entry=entry_point, solution=code, tests=tests
-    )
-    limit = timeout_s * (len(tests) + 1) + _TEST_STARTUP_S
-    result = run_python(program, timeout_s=limit, memory_mb=memory_mb)
-    outcomes, notes = _parse_harness(result.stdout, nonce, len(tests))
-    passed = sum(1 for error in outcomes.values() if error is None)
-    failures = [f"test {i}: {error}" for i, error in sorted(outcomes.items()) if error is not None]
+    names = proxied_names(tests, setup, entry_point)
+    answers: dict[str, list] = {}
+    notes: list[str] = []
+    for _ in range(MAX_ROUNDS):
+        outcomes, requests, result = _run_tests(tests, setup, names, answers, timeout_s,
+                                                memory_mb)  # fmt: skip
+        new = {k: v for k, v in requests.items() if k not in answers}
+        if not new or all(state == "done" for state, _ in outcomes.values()):
+            break
+        got, notes = _ask_candidate(code, entry_point, new, timeout_s, memory_mb)
+        answers.update(got)
+    return _verdict(tests, outcomes, notes, result)
+
+
+def _verdict(tests, outcomes: dict, notes: list[str], result) -> CheckResult:
+    passed = sum(1 for state, error in outcomes.values() if state == "done" and error is None)
+    failures = []
+    for i, (state, error) in sorted(outcomes.items()):
+        if state != "done":
+            failures.append(f"test {i}: still waiting for answers after {MAX_ROUNDS} rounds")
+        elif error is not None:
+            failures.append(f"test {i}: {error}")
     missing = len(tests) - len(outcomes)
     if missing:
-        failures.append(f"{missing} test(s) not run ({result.reason or 'harness stopped'})")
+        failures.append(f"{missing} test(s) not run ({result.reason or 'tests stopped'})")
     details = "; ".join([f"{passed}/{len(tests)} tests passed", *notes, *failures[:3]])
     return CheckResult(passed == len(tests), passed / len(tests), details)
 
@@ -157,4 +188,4 @@ def check_code_problem(problem: Problem, prediction: str | None, graded: bool) -
     """The checker of the ``code`` domain (the share of tests passed is always the score)."""
     if not problem.tests:
         raise ValueError(f"code problem {problem.id} has no tests to run")
-    return check_code(prediction, problem.tests, problem.entry_point)
+    return check_code(prediction, problem.tests, problem.entry_point, setup=question_code(problem))

@@ -1,0 +1,266 @@
+"""The two programs of the code checker, each run in its own sandbox process.
+
+* The **candidate program** runs the solution, then answers *requests*: call the solution's
+  function ``name`` with these arguments. Arguments come in and results go out as plain data
+  only (None, bool, int, float, complex, str, bytes, and lists, tuples, sets, frozensets and
+  dicts of them, each checked by its exact type): an object whose ``__eq__`` is always True, or
+  any other object of the solution's making, is not plain data and answers as an error. The
+  candidate never sees a test or an expected value.
+* The **test program** never runs a line of the solution. It runs the tests (and, for a problem
+  whose question is code such as a HumanEval prompt, that code first: trusted helpers like
+  ``poly``) with every name the tests use but do not define bound to a proxy; a proxy call
+  looks its answer up in the table the parent collected from the candidate program. An answer
+  not there yet returns a permissive placeholder and marks the test *incomplete*, so one round
+  gathers every call whose arguments do not depend on an earlier answer.
+
+The parent (:func:`..code.check_code`) alternates the two until no test is incomplete. A test
+passes only in the test program, with real answers, so nothing the solution does (forged
+output lines, ``sys.exit``, patching the harness or ``AssertionError``) can make it pass; the
+nonce on each line only keeps a test's own prints apart.
+"""
+
+from __future__ import annotations
+
+# The plain-data codec, in both programs. Every value is [tag, payload]; exact types only.
+CODEC = r"""
+import json as _fg_json, math as _fg_math
+
+_FG_SCALARS = {type(None): "n", bool: "b", int: "i", float: "f", str: "s"}
+_FG_SEQUENCES = {list: "l", tuple: "t", set: "S", frozenset: "F"}
+_FG_MAX_ITEMS = 200000
+
+
+def _fg_enc(x, depth=0, count=None):
+    count = [0] if count is None else count
+    count[0] += 1
+    if depth > 64 or count[0] > _FG_MAX_ITEMS:
+        raise TypeError("too large or too deep to be plain data")
+    t = type(x)
+    if t in _FG_SCALARS:
+        if t is float and not _fg_math.isfinite(x):
+            return ["f", repr(x)]
+        return [_FG_SCALARS[t], x]
+    if t is complex:
+        return ["c", [repr(x.real), repr(x.imag)]]
+    if t is bytes:
+        return ["y", x.hex()]
+    if t in _FG_SEQUENCES:
+        items = sorted(x, key=repr) if t in (set, frozenset) else x
+        return [_FG_SEQUENCES[t], [_fg_enc(i, depth + 1, count) for i in items]]
+    if t is dict:
+        return ["d", [[_fg_enc(k, depth + 1, count), _fg_enc(v, depth + 1, count)]
+                      for k, v in x.items()]]
+    raise TypeError("a %s is not plain data" % t.__name__)
+
+
+def _fg_dec(node):
+    tag, value = node
+    if tag == "n":
+        return None
+    if tag in ("b", "i", "s"):
+        return {"b": bool, "i": int, "s": str}[tag](value)
+    if tag == "f":
+        return float(value)
+    if tag == "c":
+        return complex(float(value[0]), float(value[1]))
+    if tag == "y":
+        return bytes.fromhex(value)
+    if tag == "d":
+        return {_fg_dec(k): _fg_dec(v) for k, v in value}
+    items = [_fg_dec(i) for i in value]
+    return {"l": list, "t": tuple, "S": set, "F": frozenset}[tag](items)
+
+
+def _fg_dumps(x):
+    return _fg_json.dumps(_fg_enc(x), separators=(",", ":"))
+"""
+
+# The candidate program, after a header defining _FG_NONCE, _FG_LIMIT (seconds per call),
+# _FG_SOLUTION, _FG_ENTRY and _FG_REQUESTS ([key, name, arguments] each).
+CANDIDATE = (
+    CODEC
+    + r"""
+import builtins as _fg_builtins, contextlib as _fg_ctx, io as _fg_io
+import signal as _fg_signal, sys as _fg_sys
+
+_FG_OUT = _fg_sys.stdout
+
+
+class _FgTimeout(BaseException):
+    pass
+
+
+def _fg_alarm(signum, frame):
+    raise _FgTimeout()
+
+
+def _fg_emit(*parts):
+    _FG_OUT.write(_FG_NONCE + " " + _fg_json.dumps(parts) + "\n")
+    _FG_OUT.flush()
+
+
+def _fg_limited(fn, *args, **kwargs):
+    _fg_signal.setitimer(_fg_signal.ITIMER_REAL, _FG_LIMIT)
+    try:
+        with _fg_ctx.redirect_stdout(_fg_io.StringIO()):
+            return fn(*args, **kwargs)
+    finally:
+        _fg_signal.setitimer(_fg_signal.ITIMER_REAL, 0)
+
+
+def _fg_error(exc):
+    if isinstance(exc, _FgTimeout):
+        return "timeout after %g s" % _FG_LIMIT
+    return ("%s: %s" % (type(exc).__name__, exc))[:300]
+
+
+_fg_signal.signal(_fg_signal.SIGALRM, _fg_alarm)
+_fg_ns = {"__name__": "solution", "__builtins__": _fg_builtins}
+try:
+    _fg_limited(exec, compile(_FG_SOLUTION, "<solution>", "exec"), _fg_ns)
+    _fg_emit("solution", None)
+except BaseException as _fg_exc:
+    _fg_emit("solution", _fg_error(_fg_exc))
+for _fg_key, _fg_name, _fg_payload in _FG_REQUESTS:
+    _fg_fn = _fg_ns.get(_FG_ENTRY if _fg_name == "candidate" else _fg_name)
+    if not callable(_fg_fn):
+        _fg_emit("answer", _fg_key, "err", "the solution does not define %r" % _fg_name)
+        continue
+    try:
+        _fg_args, _fg_kwargs = _fg_dec(_fg_json.loads(_fg_payload))
+        _fg_value = _fg_limited(_fg_fn, *_fg_args, **_fg_kwargs)
+        _fg_emit("answer", _fg_key, "ok", _fg_enc(_fg_value))
+    except BaseException as _fg_exc:
+        _fg_emit("answer", _fg_key, "err", _fg_error(_fg_exc))
+"""
+)
+
+# The test program, after a header defining _FG_NONCE, _FG_LIMIT, _FG_SETUP, _FG_TESTS,
+# _FG_NAMES (the names proxied) and _FG_ANSWERS (key -> [status, value]).
+TESTER = (
+    CODEC
+    + r'''
+import builtins as _fg_builtins, contextlib as _fg_ctx, io as _fg_io
+import signal as _fg_signal, sys as _fg_sys
+
+_FG_OUT = _fg_sys.stdout
+_FG_STATE = {"pending": False}
+
+
+class _FgTimeout(BaseException):
+    pass
+
+
+def _fg_alarm(signum, frame):
+    raise _FgTimeout()
+
+
+def _fg_emit(*parts):
+    _FG_OUT.write(_FG_NONCE + " " + _fg_json.dumps(parts) + "\n")
+    _FG_OUT.flush()
+
+
+class _FgPending:
+    """What an unanswered call returns for now: anything done with it goes on quietly."""
+
+    def __bool__(self):
+        return True
+
+    def __len__(self):
+        return 0
+
+    def __iter__(self):
+        return iter(())
+
+    def __float__(self):
+        return 0.0
+
+    def __int__(self):
+        return 0
+
+    def __index__(self):
+        return 0
+
+    def __hash__(self):
+        return 0
+
+    def __repr__(self):
+        return "<pending answer>"
+
+    def __getattr__(self, name):
+        return self
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+
+def _fg_same(self, *args):
+    return self
+
+
+for _fg_op in ("eq ne lt le gt ge add radd sub rsub mul rmul truediv rtruediv floordiv "
+               "rfloordiv mod rmod pow rpow neg pos abs and rand or ror xor rxor getitem "
+               "contains round invert lshift rshift matmul").split():
+    setattr(_FgPending, "__%s__" % _fg_op, _fg_same)
+
+
+class _FgCandidateError(Exception):
+    pass
+
+
+class _FgProxy:
+    """The solution's function ``name``, answered from the table; never the solution itself."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, *args, **kwargs):
+        try:
+            payload = _fg_dumps([list(args), kwargs])
+        except TypeError as exc:
+            raise TypeError("%s: an argument is not plain data (%s)" % (self.name, exc))
+        key = self.name + " " + payload
+        if key not in _FG_ANSWERS:
+            _fg_emit("request", key, self.name, payload)
+            _FG_STATE["pending"] = True
+            return _FgPending()
+        status, value = _FG_ANSWERS[key]
+        if status == "ok":
+            return _fg_dec(value)
+        raise _FgCandidateError(value)
+
+
+def _fg_run(source, name, namespace):
+    try:
+        _fg_signal.setitimer(_fg_signal.ITIMER_REAL, _FG_LIMIT)
+        try:
+            with _fg_ctx.redirect_stdout(_fg_io.StringIO()):
+                exec(compile(source, name, "exec"), namespace)
+        finally:
+            _fg_signal.setitimer(_fg_signal.ITIMER_REAL, 0)
+    except _FgTimeout:
+        return "timeout after %g s" % _FG_LIMIT
+    except BaseException as exc:
+        return ("%s: %s" % (type(exc).__name__, exc))[:300]
+    return None
+
+
+_fg_signal.signal(_fg_signal.SIGALRM, _fg_alarm)
+_fg_ns = {"__name__": "tests", "__builtins__": _fg_builtins}
+if _FG_SETUP:
+    _fg_run(_FG_SETUP, "<question>", _fg_ns)
+for _fg_name in _FG_NAMES:
+    _fg_ns[_fg_name] = _FgProxy(_fg_name)
+for _fg_i, _fg_test in enumerate(_FG_TESTS):
+    _FG_STATE["pending"] = False
+    _fg_error = _fg_run(_fg_test, "<test %d>" % _fg_i, _fg_ns)
+    _fg_emit("test", _fg_i, "incomplete" if _FG_STATE["pending"] else "done", _fg_error)
+_fg_emit("end")
+'''
+)
+
+
+def program(body: str, **constants) -> str:
+    """``body`` after a header assigning each constant (``nonce`` -> ``_FG_NONCE = '...'``)."""
+    header = "".join(f"_FG_{name.upper()} = {value!r}\n" for name, value in constants.items())
+    return header + body

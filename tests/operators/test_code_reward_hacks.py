@@ -1,0 +1,104 @@
+"""The code reward against a policy trying to fool it: one exploit per test, each scoring 1.0
+on the old one-process checker (issue 44), and none passing a test it did not solve here."""
+
+from __future__ import annotations
+
+import pytest
+
+from flowgrpo.operators.checkers import check_code
+from flowgrpo.operators.checkers.code import proxied_names, question_code
+from flowgrpo.operators.tasks.base import Problem
+
+TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 5", "assert add(2, 2) == 4"]
+WRONG = "def add(a, b):\n    return -999\n"  # solves none of the three
+
+EXPLOITS = {
+    "an object whose __eq__ is always True": (
+        "class Y:\n    def __eq__(self, other):\n        return True\n"
+        "    __hash__ = object.__hash__\n\ndef add(a, b):\n    return Y()\n"
+    ),
+    "an int subclass equal to everything": (
+        "class I(int):\n    def __eq__(self, other):\n        return True\n\n"
+        "def add(a, b):\n    return I(0)\n"
+    ),
+    "replacing the harness's runner in __main__": (
+        "import sys\nm = sys.modules['__main__']\n"
+        "for k in list(vars(m)):\n    if k.startswith('_fg'):\n"
+        "        try:\n            setattr(m, k, lambda *a, **k: None)\n"
+        "        except Exception:\n            pass\n" + WRONG
+    ),
+    "printing forged result lines with the nonce, then exiting": (
+        "import sys, os\nn = getattr(sys.modules['__main__'], '_FG_NONCE', '0')\n"
+        'for i in range(3):\n    print(n + \' ["test", %d, "done", null]\' % i)\n'
+        "    print(n + ' [\"test\", %d, null]' % i)\n"
+        "sys.stdout.flush()\nos._exit(0)\n"
+    ),
+    "sys.exit(0) before the tests": "import sys\nsys.exit(0)\n",
+    "os._exit(0) inside the call": "import os\n\ndef add(a, b):\n    os._exit(0)\n",
+    "disarming AssertionError": (
+        "import builtins\nbuiltins.AssertionError = type('Quiet', (BaseException,), {})\n" + WRONG
+    ),
+    "patching the assert helpers and the JSON writer": (
+        "import json, builtins\njson.dumps = lambda *a, **k: 'null'\n"
+        "builtins.isinstance = lambda *a: True\n" + WRONG
+    ),
+    "reading the tests from the harness's memory": (
+        "import sys, re\nsrc = ''.join(str(v) for v in vars(sys.modules['__main__']).values())\n"
+        "found = {tuple(map(int, m[:2])): int(m[2]) for m in "
+        "re.findall(r'add\\((-?\\d+), (-?\\d+)\\) == (-?\\d+)', src)}\n\n"
+        "def add(a, b):\n    return found.get((a, b), -999)\n"
+    ),
+    "a generator that compares equal after list()": ("def add(a, b):\n    yield a + b\n"),
+}
+
+
+@pytest.mark.parametrize("exploit", list(EXPLOITS), ids=list(EXPLOITS))
+def test_an_exploit_passes_no_test(exploit):
+    result = check_code(EXPLOITS[exploit], TESTS, "add")
+    assert result.score == 0.0, result.details
+
+
+def test_a_correct_solution_still_passes_what_it_solves():
+    result = check_code("def add(a, b):\n    return a + b\n", TESTS, "add")
+    assert result.score == pytest.approx(2 / 3), result.details  # test 1 expects 5: wrong test
+    assert "test 1: AssertionError" in result.details
+
+
+def test_plain_data_crosses_exactly():
+    solution = (
+        "def f(x):\n    return [x, (x, None), {x: {1.5, 'a'}}, frozenset({b'z'}), 2 ** 100, "
+        "float('inf'), 1j]\n"
+    )
+    tests = [
+        "assert f(3) == [3, (3, None), {3: {1.5, 'a'}}, frozenset({b'z'}), 2 ** 100, "
+        "float('inf'), 1j]",
+        "assert type(f(3)[1]) is tuple and type(f(3)[4]) is int",
+    ]
+    result = check_code(solution, tests, "f")
+    assert result.score == 1.0, result.details
+
+
+def test_helpers_of_the_question_are_the_questions_not_the_solutions():
+    question = "def helper(x):\n    return x * 2\n\ndef double(x):\n    '''Twice x.'''\n"
+    problem = Problem(id="c/1", domain="code", question=question, entry_point="double",
+                      tests=("def check(candidate):\n    assert candidate(4) == helper(4)\n\n"
+                             "check(double)\n",))  # fmt: skip
+    cheat = "def helper(x):\n    return 0\n\ndef double(x):\n    return 0\n"
+    setup = question_code(problem)
+    assert check_code(cheat, problem.tests, "double", setup=setup).score == 0.0
+    assert check_code("def double(x):\n    return 2 * x\n", problem.tests, "double",
+                      setup=setup).score == 1.0  # fmt: skip
+
+
+def test_calls_that_depend_on_earlier_answers_take_more_rounds():
+    tests = ["x = inc(0)\ny = inc(x)\nassert inc(y) == 3"]
+    assert check_code("def inc(a):\n    return a + 1\n", tests, "inc").score == 1.0
+    assert check_code("def inc(a):\n    return a + 2\n", tests, "inc").score == 0.0
+
+
+def test_proxied_names_leave_out_builtins_and_what_the_tests_define():
+    tests = [
+        "import math\nassert math.isclose(area(2), 12.56, rel_tol=1e-2)",
+        "def check(candidate):\n    r = candidate(1)\n    assert abs(r) > 0\n\ncheck(area)",
+    ]
+    assert proxied_names(tests, None, "area") == ["area", "candidate"]
