@@ -8,9 +8,15 @@ import builtins
 import json
 import re
 import secrets
+import sys
 from collections.abc import Sequence
 
-from flowgrpo.operators.checkers.code_programs import CANDIDATE, TESTER, program
+from flowgrpo.operators.checkers.code_programs import (
+    CANDIDATE,
+    TESTER,
+    program,
+    rewrite_asserts,
+)
 from flowgrpo.operators.checkers.result import CheckResult
 from flowgrpo.operators.sandbox import run_python
 from flowgrpo.operators.tasks.base import Problem
@@ -44,15 +50,13 @@ def _lines(stdout: str, nonce: str):
                 yield parts
 
 
-def proxied_names(tests: Sequence[str], setup: str | None, entry_point: str | None) -> list[str]:
-    """The names the tests use but neither they nor the question's code define: the solution's
-    functions, answered through proxies. ``candidate`` (HumanEval's argument name) and the
-    entry point always are; builtins never (a solution cannot redefine ``abs`` for the tests)."""
+def free_names(tests: Sequence[str], setup: str | None) -> set[str]:
+    """The names the tests use but neither they nor the question's code define or import."""
     used, bound = set(), set()
     for source in [*tests, setup or ""]:
         try:
             tree = ast.parse(source)
-        except SyntaxError:
+        except (SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Name):
@@ -63,10 +67,23 @@ def proxied_names(tests: Sequence[str], setup: str | None, entry_point: str | No
                 bound.add(node.arg)
             elif isinstance(node, ast.alias):
                 bound.add((node.asname or node.name).split(".")[0])
-    free = used - bound - set(dir(builtins))
-    if entry_point:
-        free.add(entry_point)
-    return sorted(free | {"candidate"})
+    return used - bound - set(dir(builtins))
+
+
+def proxied_names(tests: Sequence[str], setup: str | None, entry_point: str | None) -> list[str]:
+    """The free names (:func:`free_names`) that are the solution's functions, answered through
+    proxies: ``candidate`` (HumanEval's argument name) and the entry point always; builtins and
+    standard-library modules never (a solution cannot redefine ``abs`` or ``math`` for the
+    tests; a test that uses ``sys`` without importing it gets the real one,
+    :func:`module_names`)."""
+    free = free_names(tests, setup) - set(sys.stdlib_module_names)
+    return sorted(free | {"candidate"} | ({entry_point} if entry_point else set()))
+
+
+def module_names(tests: Sequence[str], setup: str | None) -> list[str]:
+    """Standard-library modules the tests use without importing them (the old one-process
+    checker let the solution's imports leak into the tests): imported for them."""
+    return sorted(free_names(tests, setup) & set(sys.stdlib_module_names))
 
 
 def question_code(problem: Problem) -> str | None:
@@ -84,7 +101,8 @@ def _run_tests(tests, setup, names, answers, timeout_s, memory_mb):
     """One run of the test program: ({test: (state, error)}, {key: (name, payload)})."""
     nonce = secrets.token_hex(8)
     code = program(TESTER, nonce=nonce, limit=float(timeout_s), setup=setup or "",
-                   tests=list(tests), names=names, answers=answers)  # fmt: skip
+                   tests=[rewrite_asserts(t) for t in tests], names=names,
+                   modules=module_names(tests, setup), answers=answers)  # fmt: skip
     result = run_python(code, timeout_s=timeout_s * (len(tests) + 1) + _STARTUP_S,
                         memory_mb=memory_mb)  # fmt: skip
     outcomes, requests = {}, {}

@@ -21,6 +21,8 @@ nonce on each line only keeps a test's own prints apart.
 
 from __future__ import annotations
 
+import ast
+
 # The plain-data codec, in both programs. Every value is [tag, payload]; exact types only.
 CODEC = r"""
 import json as _fg_json, math as _fg_math
@@ -50,6 +52,8 @@ def _fg_enc(x, depth=0, count=None):
     if t is dict:
         return ["d", [[_fg_enc(k, depth + 1, count), _fg_enc(v, depth + 1, count)]
                       for k, v in x.items()]]
+    if depth == 0:  # any other result: only its type name and truth value cross
+        return ["o", [t.__name__, bool(x)]]
     raise TypeError("a %s is not plain data" % t.__name__)
 
 
@@ -67,8 +71,27 @@ def _fg_dec(node):
         return bytes.fromhex(value)
     if tag == "d":
         return {_fg_dec(k): _fg_dec(v) for k, v in value}
+    if tag == "o":
+        return _FgOpaque(str(value[0]), value[1] is True)
     items = [_fg_dec(i) for i in value]
     return {"l": list, "t": tuple, "S": set, "F": frozenset}[tag](items)
+
+
+class _FgOpaque:
+    # A result that is not plain data (a re.Match, an object of the solution's class): it
+    # equals nothing but itself and has the truth value the candidate gave it, no more than a
+    # solution returning True or False could claim.
+
+    __slots__ = ("kind", "truth")
+
+    def __init__(self, kind, truth):
+        self.kind, self.truth = kind, truth
+
+    def __bool__(self):
+        return self.truth
+
+    def __repr__(self):
+        return "<%s object>" % self.kind
 
 
 def _fg_dumps(x):
@@ -136,12 +159,13 @@ for _fg_key, _fg_name, _fg_payload in _FG_REQUESTS:
 )
 
 # The test program, after a header defining _FG_NONCE, _FG_LIMIT, _FG_SETUP, _FG_TESTS,
-# _FG_NAMES (the names proxied) and _FG_ANSWERS (key -> [status, value]).
+# _FG_NAMES (the names proxied), _FG_MODULES (standard modules the tests use unimported) and
+# _FG_ANSWERS (key -> [status, value]).
 TESTER = (
     CODEC
     + r'''
 import builtins as _fg_builtins, contextlib as _fg_ctx, io as _fg_io
-import signal as _fg_signal, sys as _fg_sys
+import random as _fg_random, signal as _fg_signal, sys as _fg_sys
 
 _FG_OUT = _fg_sys.stdout
 _FG_STATE = {"pending": False}
@@ -208,6 +232,13 @@ class _FgCandidateError(Exception):
     pass
 
 
+def _fg_failed(message=None):
+    """A failed assert (the tests' asserts are rewritten to call this): an error, unless the
+    test is waiting for an answer, when it goes on to gather the calls after it."""
+    if not _FG_STATE["pending"]:
+        raise AssertionError(message) if message is not None else AssertionError()
+
+
 class _FgProxy:
     """The solution's function ``name``, answered from the table; never the solution itself."""
 
@@ -246,9 +277,15 @@ def _fg_run(source, name, namespace):
 
 
 _fg_signal.signal(_fg_signal.SIGALRM, _fg_alarm)
-_fg_ns = {"__name__": "tests", "__builtins__": _fg_builtins}
+_fg_random.seed(0)  # tests that draw random inputs draw the same ones in every round
+_fg_ns = {"__name__": "tests", "__builtins__": _fg_builtins, "_fg_failed": _fg_failed}
 if _FG_SETUP:
     _fg_run(_FG_SETUP, "<question>", _fg_ns)
+for _fg_name in _FG_MODULES:
+    try:
+        _fg_ns[_fg_name] = __import__(_fg_name)
+    except ImportError:
+        pass
 for _fg_name in _FG_NAMES:
     _fg_ns[_fg_name] = _FgProxy(_fg_name)
 for _fg_i, _fg_test in enumerate(_FG_TESTS):
@@ -264,3 +301,23 @@ def program(body: str, **constants) -> str:
     """``body`` after a header assigning each constant (``nonce`` -> ``_FG_NONCE = '...'``)."""
     header = "".join(f"_FG_{name.upper()} = {value!r}\n" for name, value in constants.items())
     return header + body
+
+
+class _AssertsGoOn(ast.NodeTransformer):
+    """``assert X, m`` -> ``if not X: _fg_failed(m)``: a failure while answers are pending
+    does not end the test, so one round gathers the calls after it too."""
+
+    def visit_Assert(self, node: ast.Assert):
+        call = ast.Call(ast.Name("_fg_failed", ast.Load()), [node.msg] if node.msg else [], [])
+        check = ast.If(ast.UnaryOp(ast.Not(), node.test), [ast.Expr(call)], [])
+        return ast.copy_location(check, node)
+
+
+def rewrite_asserts(test: str) -> str:
+    """``test`` with its asserts rewritten (:class:`_AssertsGoOn`); as it is when it does not
+    parse (the test program then reports its SyntaxError)."""
+    try:
+        tree = ast.parse(test)
+    except (SyntaxError, ValueError):
+        return test
+    return ast.unparse(ast.fix_missing_locations(_AssertsGoOn().visit(tree)))

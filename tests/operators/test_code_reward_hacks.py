@@ -102,3 +102,18 @@ def test_proxied_names_leave_out_builtins_and_what_the_tests_define():
         "def check(candidate):\n    r = candidate(1)\n    assert abs(r) > 0\n\ncheck(area)",
     ]
     assert proxied_names(tests, None, "area") == ["area", "candidate"]
+
+
+def test_a_result_that_is_not_plain_data_keeps_only_its_truth_value():
+    solution = "import re\n\ndef match(text):\n    return re.search('ab', text)\n"
+    tests = ["assert match('xaby')", "assert not match('xy')", "assert match('ab') == 'ab'"]
+    result = check_code(solution, tests, "match")
+    assert result.score == pytest.approx(2 / 3), result.details  # equal to nothing
+
+
+def test_a_standard_module_the_tests_use_unimported_is_the_real_one():
+    solution = "import sys\n\ndef size(t):\n    return sys.getsizeof(t)\n"
+    cheat = "import sys\nsys.getsizeof = lambda t: 0\n\ndef size(t):\n    return 0\n"
+    tests = ["assert size((1, 2)) == sys.getsizeof((1, 2))"]
+    assert check_code(solution, tests, "size").score == 1.0
+    assert check_code(cheat, tests, "size").score == 0.0
