@@ -3,7 +3,7 @@
 * :mod:`flowgrpo.operators.checkers.math`: numbers with tolerance and graded tiers, fractions,
   LaTeX, percentages, simple arithmetic and symbolic forms (:func:`check_math_answer`).
 * :mod:`flowgrpo.operators.checkers.qa`: SQuAD exact match and token F1 (:func:`check_qa`).
-* :mod:`flowgrpo.operators.checkers.code`: the solution and its tests in one sandbox process
+* :mod:`flowgrpo.operators.checkers.code`: the solution and its tests in separate sandbox processes
   (:func:`check_code`).
 
 Every checker returns a :class:`CheckResult`; :func:`check_answer` picks the checker from the
