@@ -23,6 +23,9 @@ What one run does:
   ``RLIMIT_NOFILE`` = 256, ``RLIMIT_CORE`` = 0 and ``RLIMIT_NPROC`` = the task count of the user
   the program runs as + 64;
 * a wall-clock timeout (``timeout_s``, seconds) after which the whole process group gets SIGKILL;
+* when the parent is root, the program gets its own IPC namespace (SysV shared memory, queues
+  and semaphores die with it); the folder is removed bottom-up through directory descriptors
+  (no tree shape defeats it), and a cleanup that fails only logs a warning: the answer is kept;
 * stdout and stderr are read incrementally by one thread each; only the first
   ``max_output_bytes`` bytes of each are kept (the rest is read and dropped, so the parent's
   memory stays bounded), and a marker line says when something was dropped;

@@ -10,8 +10,9 @@ Order, each step before the program's first line runs:
    ``sys.path`` entry), and what the interpreter and the C library read at run time (shared
    libraries, ``/etc/ld.so.cache``, time-zone data, ``/dev/null``, ``/dev/urandom``);
 3. open an ``O_PATH`` descriptor for each allowlisted path while still privileged;
-4. when ``UID`` >= 0 (the parent is root): drop supplementary groups, then the gid, then the uid
-   (real, effective and saved), and verify all three are gone;
+4. when ``UID`` >= 0 (the parent is root): a new IPC namespace (the program's SysV objects die
+   with it), then drop supplementary groups, the gid and the uid (real, effective and saved),
+   and verify all three are gone;
 5. when the new user cannot reach a ``sys.path`` entry (e.g. Python installed under ``/root``,
    mode 0700), point that entry, and the ``__path__`` of packages already imported from it, at
    ``/proc/self/fd/N`` of the descriptor from step 3, so imports keep working without making
@@ -93,6 +94,22 @@ def _hold(paths: list[str]) -> dict[str, tuple[int, bool]]:
     return held
 
 
+def _own_ipc_namespace() -> bool:
+    """Move into a new IPC namespace while still root: SysV shared memory, message queues and
+    semaphores the program makes are its own and die with it, and it sees none of another
+    run's. False where the kernel refuses (the parent then removes the sandbox user's objects
+    after the run: ``_process._remove_ipc``)."""
+    if hasattr(os, "unshare"):  # Python >= 3.12
+        try:
+            os.unshare(os.CLONE_NEWIPC)
+            return True
+        except OSError:
+            return False
+    import ctypes  # child: libc's unshare on Python < 3.12 (Landlock loads ctypes too)
+
+    return ctypes.CDLL(None, use_errno=True).unshare(0x08000000) == 0  # CLONE_NEWIPC
+
+
 def _drop_privileges(uid: int, gid: int) -> None:
     """Become ``uid``:``gid`` with no supplementary groups, for good (saved ids included)."""
     for fd in (0, 1, 2):
@@ -162,6 +179,7 @@ def _setup(work: str, code_path: str, uid: int, gid: int, abi: int) -> None:
     used: set[int] = set()
     try:
         if uid >= 0:
+            _own_ipc_namespace()
             _drop_privileges(uid, gid)
             used = _reroute_imports(entries, held)
         if abi > 0:

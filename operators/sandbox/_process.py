@@ -7,7 +7,6 @@ import math
 import os
 import resource
 import select
-import shutil
 import signal
 import stat
 import subprocess
@@ -160,7 +159,8 @@ class _Run:
 
     def _kill_all(self, proc: subprocess.Popen) -> None:
         """SIGKILL the process group (leader not yet reaped, so its id is not reused), then
-        every process carrying this run's marker."""
+        every process carrying this run's marker; then the SysV objects the sandbox user left
+        where the run had no IPC namespace of its own."""
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except OSError:
@@ -168,6 +168,8 @@ class _Run:
         killed = _kill_marked(f"{SANDBOX_MARKER_VAR}={self.marker}".encode())
         if killed:
             logger.info("sandbox: sent SIGKILL %d time(s) to processes left by the run", killed)
+        if self.policy.uid is not None:
+            _remove_ipc(self.policy.uid)
 
     def _result(self, returncode, timed_out, readers, seconds) -> ExecResult:
         out, err = readers
@@ -196,22 +198,106 @@ class _Run:
 
 
 def _remove_tree(root: str) -> None:
-    """Remove the run's directory, also where the program took its own permissions away (which
-    only stops a non-root parent). Runs after every process of the run is dead."""
-    shutil.rmtree(root, ignore_errors=True)
-    if not os.path.lexists(root):
+    """Remove the run's directory whatever the program left in it; never raises (the run's
+    answer is kept when cleanup fails, with a warning). Runs after every process of the run is
+    dead, so the tree no longer changes."""
+    try:
+        stuck = _remove_tree_fd(root)
+    except (OSError, RecursionError) as exc:  # the top folder itself: nothing else to try
+        logger.warning("sandbox: could not remove %s: %s", root, exc)
         return
-    for dirpath, dirnames, _ in os.walk(root):
-        for name in dirnames:  # before os.walk lists them
-            path = os.path.join(dirpath, name)
-            if not os.path.islink(path):  # chmod would follow a link out of the tree
+    if stuck or os.path.lexists(root):
+        logger.warning("sandbox: could not remove %s entirely (%d entries left)", root, stuck)
+
+
+def _remove_tree_fd(root: str) -> int:
+    """Delete ``root`` bottom-up without recursion and through one directory descriptor at a
+    time (a tree 100,000 folders deep or with paths past PATH_MAX is no harder than a flat
+    one; links are removed, never followed). Returns the number of entries it had to leave."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd, names, stuck = os.open(root, flags), [], set()
+    try:
+        while True:
+            child = _clear_files(fd, names, stuck)
+            if child is not None:  # descend into the first folder left
+                _make_traversable(child, fd)
                 try:
-                    os.chmod(path, stat.S_IRWXU)
+                    new = os.open(child, flags, dir_fd=fd)
                 except OSError:
-                    pass
-    shutil.rmtree(root, ignore_errors=True)
-    if os.path.lexists(root):
-        logger.warning("sandbox: could not remove %s entirely", root)
+                    stuck.add((*names, child))
+                    continue
+                os.close(fd)
+                fd = new
+                names.append(child)
+                continue
+            if not names:
+                break
+            parent = os.open("..", flags, dir_fd=fd)  # the tree is static: '..' is the parent
+            os.close(fd)
+            fd, name = parent, names.pop()
+            try:
+                os.rmdir(name, dir_fd=fd)
+            except OSError:
+                stuck.add((*names, name))
+    finally:
+        os.close(fd)
+    if not stuck:
+        os.rmdir(root)
+    return len(stuck)
+
+
+def _clear_files(fd: int, names: list, stuck: set) -> str | None:
+    """Unlink every non-folder entry of the directory ``fd``; the first folder still in it."""
+    folder = None
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if (*names, entry.name) in stuck:
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    folder = folder or entry.name
+                else:
+                    os.unlink(entry.name, dir_fd=fd)
+            except OSError:
+                stuck.add((*names, entry.name))
+    return folder
+
+
+def _make_traversable(name: str, dir_fd: int) -> None:
+    """Give a folder the program locked (mode 000) back to its owner: only a non-root parent
+    needs it. ``name`` is a folder, not a link (checked by the caller's scan)."""
+    try:
+        os.chmod(name, stat.S_IRWXU, dir_fd=dir_fd)
+    except OSError:
+        pass
+
+
+#: SysV object kinds: (file under /proc/sysvipc, libc function, its IPC_RMID call arguments).
+_SYSV = (("shm", "shmctl", (0, None)), ("msg", "msgctl", (0, None)), ("sem", "semctl", (0, 0)))
+
+
+def _remove_ipc(uid: int) -> int:
+    """Remove every SysV shared-memory segment, message queue and semaphore set of ``uid`` (the
+    sandbox user, never the trainer's) visible here; returns how many. A run in its own IPC
+    namespace leaves none here; this is for kernels that refused one."""
+    removed = 0
+    for kind, call, tail in _SYSV:
+        try:
+            with open(f"/proc/sysvipc/{kind}", encoding="ascii") as f:
+                rows = [line.split() for line in f.read().splitlines()[1:]]
+        except OSError:
+            continue
+        header = {"shm": 7, "msg": 7, "sem": 4}[kind]  # the uid column of each file
+        ids = [int(r[1]) for r in rows if len(r) > header and r[header] == str(uid)]
+        if ids:
+            import ctypes  # heavy: libc, only when a run left SysV objects behind
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            for ipc_id in ids:
+                removed += getattr(libc, call)(ipc_id, *tail) == 0
+    if removed:
+        logger.info("sandbox: removed %d SysV IPC object(s) of uid %d", removed, uid)
+    return removed
 
 
 def _reap(proc: subprocess.Popen) -> int:
