@@ -55,15 +55,16 @@ def iter_jsonl(path: Path, dataset: str, required: tuple[str, ...]) -> Iterator[
             f"{default_data_dir() / dataset.lower()}; set ${DATA_DIR_ENV} to move it). "
             "Pass the path of an existing JSONL file."
         )
-    with path.open(encoding="utf-8") as handle:
-        for index, line in enumerate(handle):
+    with path.open("rb") as handle:
+        for index, raw in enumerate(handle):
+            line = _text_line(path, index, raw)
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(
-                    f"{path}: line {index + 1} is not valid JSON ({exc.msg} at column "
+                    f"{path}: line {index + 1} is not valid JSON ({exc.msg}, column "
                     f"{exc.colno}); each line must be one JSON object."
                 ) from None
             if not isinstance(record, dict):
@@ -77,7 +78,48 @@ def iter_jsonl(path: Path, dataset: str, required: tuple[str, ...]) -> Iterator[
                     f"{path}: line {index + 1} lacks the key(s) {missing}; a {dataset} record "
                     f"needs {list(required)} (found {sorted(record)})."
                 )
+            _check_text(path, index, record)
             yield index, record
+
+
+#: The longest line (one problem) a problems file may hold, in bytes: a question of a million
+#: characters is a broken file, and tokenizing one can take gigabytes.
+MAX_LINE_BYTES = 1_000_000
+
+
+def _text_line(path: Path, index: int, raw: bytes) -> str:
+    """One line as text: a ValueError naming the file and line when it is too long or not
+    UTF-8."""
+    if len(raw) > MAX_LINE_BYTES:
+        raise ValueError(
+            f"{path}: line {index + 1} is {len(raw):,} bytes, over the {MAX_LINE_BYTES:,} a "
+            "problem may have; shorten it or leave it out."
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path}: line {index + 1} is not UTF-8 text (byte {raw[exc.start]:#04x} at "
+            f"position {exc.start + 1}); save the file as UTF-8."
+        ) from None
+
+
+def _check_text(path: Path, index: int, record: dict) -> None:
+    """Every string of a record must be valid Unicode: JSON can spell a lone surrogate
+    (``"\\ud800"``), which no tokenizer accepts."""
+    todo = list(record.values())
+    while todo:
+        value = todo.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(
+                    f"{path}: line {index + 1} holds a lone surrogate (an unpaired \\ud800-"
+                    "\\udfff escape), which is not text; fix or drop that line."
+                ) from None
+        elif isinstance(value, (list, dict)):
+            todo += list(value.values()) if isinstance(value, dict) else value
 
 
 def check_limit(limit: int | None) -> None:

@@ -77,11 +77,11 @@ def eval_command(
         session.load(adapter)  # logs what it loads
     except INPUT_ERRORS as exc:
         fail(str(exc))
-    with progress(total=options.n, desc="eval", unit="problem") as bar:
-        try:
+    try:  # the bar closed first, so the error gets its own line
+        with progress(total=options.n, desc="eval", unit="problem") as bar:
             result = session.evaluate(bar.update)
-        except (ValueError, FileNotFoundError) as exc:
-            fail(str(exc))
+    except (ValueError, FileNotFoundError) as exc:
+        fail(str(exc))
     json_out = o["json_out"]
     if json_out and json_out != "-":
         Path(json_out).write_text(json.dumps(result, indent=2), encoding="utf-8")
@@ -98,11 +98,12 @@ def eval_all_command(run_dir: str, options: EvalOptions, json_out: str | None) -
     count = len(list_checkpoints(run_dir))
     if not count:
         fail(no_checkpoints(run_dir))
-    with progress(total=options.n * count, desc=f"eval {count} checkpoints", unit="problem") as bar:
-        try:
+    try:  # the bar closed first, so the error gets its own line
+        with progress(total=options.n * count, desc=f"eval {count} checkpoints",
+                      unit="problem") as bar:  # fmt: skip
             report = evaluate_run(run_dir, options, progress=bar.update)
-        except INPUT_ERRORS as exc:
-            fail(str(exc))
+    except INPUT_ERRORS as exc:
+        fail(str(exc))
     out = Path(json_out) if json_out and json_out != "-" else Path(run_dir) / JSON_FILE
     try:
         written = [] if json_out == "-" else [write_json(report, out)]

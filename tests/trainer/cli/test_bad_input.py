@@ -27,6 +27,12 @@ def files(tmp_path_factory):
     (root / "cycle.yaml").write_text("rollout: &r\n  x: *r\n")
     (root / "latin1.yaml").write_bytes("model:\n  name_or_path: caf\xe9\n".encode("latin-1"))
     (root / "bad.yaml").write_text("model: [unclosed\n")
+    (root / "latin1.jsonl").write_bytes(b'{"question": "caf\xe9", "answer": "1"}\n')
+    (root / "surrogate.jsonl").write_text('{"question": "a\\ud800b", "answer": "1"}\n')
+    (root / "huge.jsonl").write_text('{"question": "' + "x" * 2_000_000 + '", "answer": "1"}\n')
+    (root / "health-bomb").mkdir()
+    (root / "health-bomb" / "config.yaml").write_text(BOMB + "health: *i\n")
+    (root / "health-bomb" / "metrics.jsonl").write_text('{"step": 1}\n')
     run = root / "run"
     args = ["train", "--config", TINY, "--output-dir", str(run), "--max-steps", "1", "-q"]
     assert CliRunner().invoke(main, [*args, "--set", "logging.save_every=1"]).exit_code == 0
@@ -75,6 +81,47 @@ CASES = [  # (name, args with {root} and {out}, what the error line names)
         "cache path escapes the run",
         f"train --config {TINY} --set rollout.cache_path=.. --output-dir {{out}}",
         "rollout.cache_path '..'",
+    ),
+    (
+        "problems file not UTF-8",
+        f"train --config {TINY} --set rollout.task=gsm8k:{{root}}/latin1.jsonl --dry-run",
+        "latin1.jsonl: line 1 is not UTF-8",
+    ),
+    (
+        "a lone surrogate in a question",
+        f"train --config {TINY} --set rollout.task=gsm8k:{{root}}/surrogate.jsonl "
+        "--output-dir {out}",
+        "surrogate.jsonl: line 1 holds a lone surrogate",
+    ),
+    (
+        "a 2 MB question",
+        f"train --config {TINY} --set rollout.task=gsm8k:{{root}}/huge.jsonl --output-dir {{out}}",
+        "huge.jsonl: line 1 is 2,000,032 bytes",
+    ),
+    (
+        "a 2 MB question (eval)",
+        "eval --base --model tiny-random --task gsm8k:{root}/huge.jsonl --n 1",
+        "huge.jsonl: line 1 is 2,000,032 bytes",
+    ),
+    (
+        "problems file not UTF-8 (eval)",
+        "eval --base --model tiny-random --task gsm8k:{root}/latin1.jsonl --n 1",
+        "not UTF-8",
+    ),
+    (
+        "alias bomb in a run's config (diagnose)",
+        "diagnose {root}/health-bomb",
+        "expands to more than 100,000",
+    ),
+    (
+        "a --set value that is not YAML",
+        f"train --config {TINY} --set model.dtype=[x --dry-run",
+        "not valid YAML",
+    ),
+    (
+        "a 2 MB question (run)",
+        "run Custom --executor simulated --task gsm8k:{root}/huge.jsonl --n 1",
+        "huge.jsonl: line 1 is 2,000,032 bytes",
     ),
     ("sft config is a list", "sft --config {root}/list.yaml --out {out}", "a config is a mapping"),
     (
@@ -126,3 +173,23 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(files, tmp_path, name, 
     assert not out.exists(), "nothing written"
     after = {p: p.read_bytes() for p in damaged.rglob("*") if p.is_file()}
     assert after == before, "nothing in the run folder changed"
+
+
+def test_validate_reports_a_10_mb_input_without_echoing_it(tmp_path):
+    path = tmp_path / "huge.txt"
+    path.write_text("Custom -> " * 1_000_000 + "\n")
+    result = CliRunner().invoke(main, ["validate", "--file", str(path)])
+    assert result.exit_code == 1  # invalid, not a usage error
+    assert "(10,000,000 characters)" in result.output
+    assert len(result.output) < 2_000, len(result.output)
+
+
+@pytest.mark.parametrize("name", ["list.yaml", "bomb.yaml", "cycle.yaml"])
+def test_the_python_api_raises_one_config_error(files, tmp_path, name):
+    import flowgrpo
+    from flowgrpo.configuration import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        flowgrpo.train(str(files / name), logging__output_dir=str(tmp_path / "out"))
+    assert name in str(info.value) and "\n" not in str(info.value)
+    assert not (tmp_path / "out").exists()
