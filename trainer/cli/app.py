@@ -331,9 +331,9 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
 )
 @click.option(
     "--task",
-    default="arithmetic",
-    show_default=True,
-    help="arithmetic[:level] (test split), gsm8k:PATH, mbpp:PATH or humaneval.",
+    default=None,
+    help="arithmetic[:level] (test split), gsm8k:PATH, mbpp:PATH, humaneval or jsonl:PATH. "
+    "Default: the run's rollout.task for a checkpoint (said on the console), else arithmetic.",
 )
 @click.option(
     "--n",

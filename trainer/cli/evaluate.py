@@ -74,6 +74,7 @@ def eval_command(
     options = eval_options(o)
     try:
         session = EvalSession(run_config_of(adapter), options)
+        status(f"task: {session.task} ({session.task_source})")
         session.load(adapter)  # logs what it loads
     except INPUT_ERRORS as exc:
         fail(str(exc))

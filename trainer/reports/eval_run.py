@@ -45,7 +45,8 @@ class EvalOptions:
     None means: the run's value when a checkpoint is evaluated, else the built-in default.
 
     Attributes:
-        task: task spec (arithmetic[:level], test split; gsm8k:PATH, mbpp:PATH, humaneval).
+        task: task spec (arithmetic[:level], test split; gsm8k:PATH, mbpp:PATH, humaneval,
+            jsonl:PATH); None: the run's ``rollout.task`` for a checkpoint, else arithmetic.
         n: number of held-out problems. k: workflows per problem (greedy when 1).
         model: base model ('default', 'tiny-random', a path or hub id).
         dtype: weights dtype (float32, bfloat16, float16). device: cpu, cuda, cuda:N or auto.
@@ -59,7 +60,7 @@ class EvalOptions:
             distribution sampled does not depend on it, the speed and memory do.
     """
 
-    task: str = "arithmetic"
+    task: str | None = None
     n: int = 20
     k: int = 1
     model: str | None = None
@@ -127,6 +128,17 @@ def load_run(path: str | Path | None):
         raise ConfigError(f"the run's config.yaml: {exc}") from None
 
 
+def task_of(run, task: str | None) -> tuple[str, str]:
+    """(the task to evaluate on, where it came from): ``task`` when given, else the run's
+    ``rollout.task`` (a checkpoint is evaluated on the data it was trained for, its test split
+    where the task has one), else ``arithmetic``."""
+    if task:
+        return task, "--task"
+    if run is not None:
+        return run.rollout.task, "the run's rollout.task"
+    return "arithmetic", "the default"
+
+
 def resolve_device(device: str) -> str:
     """``auto``: cuda when a CUDA device is visible, else cpu; anything else as given."""
     if device.strip().lower() != "auto":
@@ -145,9 +157,10 @@ class EvalSession:
         self.run, self.options = run, options
         self.device = resolve_device(o.device)
         self.spec = ModelSpec.of_run(run, o.model, o.dtype)
+        self.task, self.task_source = task_of(run, o.task)
         self.settings = settings_of_run(
             run, o.max_new_tokens, o.temperature, o.constrained,
-            task=o.task, n=o.n, k=o.k, execute=o.execute, batch=o.batch,
+            task=self.task, n=o.n, k=o.k, execute=o.execute, batch=o.batch,
         )  # fmt: skip
         run_or_defaults = run if run is not None else _default_config()
         kind = "shared" if o.executor == "hf" else o.executor  # hf: the base weights in-process

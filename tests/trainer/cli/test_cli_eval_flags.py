@@ -143,3 +143,16 @@ def test_eval_of_a_checkpoint_uses_the_prompt_it_was_trained_with(tmp_path, monk
     result = invoke("eval", "--adapter", run_dir / "checkpoint-1", "--n", "1", "--quiet")
     assert result.exit_code == 2 and "stop here" in result.output
     assert seen == ["You write WORKFLOWS for the task."]
+
+
+def test_eval_of_a_checkpoint_uses_the_runs_task_unless_given_and_says_which(tmp_path):
+    checkpoint = fake_run(tmp_path / "run")  # trained on configs/tiny.yaml's arithmetic:easy
+    out = tmp_path / "own.json"
+    result = invoke("eval", "--adapter", checkpoint, "--n", "1", "--json", out)
+    assert result.exit_code == 0, result.output
+    assert "task: arithmetic:easy (the run's rollout.task)" in result.output
+    assert json.loads(out.read_text())["settings"]["task"] == "arithmetic:easy"
+    given = invoke("eval", "--adapter", checkpoint, "--n", "1", "--task", "arithmetic:hard")
+    assert "task: arithmetic:hard (--task)" in given.output
+    base = invoke("eval", "--base", "--model", "tiny-random", "--n", "1", "--no-execute")
+    assert base.exit_code == 0 and "task: arithmetic (the default)" in base.output
