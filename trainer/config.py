@@ -254,7 +254,8 @@ class LoggingConfig:
     Attributes:
         output_dir: run directory (metrics.jsonl, samples.jsonl, config.yaml, checkpoints).
         save_every: checkpoint every N steps (and at the end); 0 = only at the end.
-        keep_checkpoints: how many recent checkpoints to keep.
+        keep_checkpoints: how many recent checkpoints to keep (0: all); each older one is
+            deleted when a new one is saved, and the deletion logged.
         samples_per_step: completions written to samples.jsonl per step (-1 = all).
         report_to: experiment trackers that also get every step's scalar metrics, through
             accelerate's integrations: any of tensorboard (event files in RUN_DIR/tensorboard),

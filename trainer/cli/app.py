@@ -197,13 +197,15 @@ def config_options(config_help: str, set_example: str):
     "--resume",
     is_flag=True,
     help="Continue from the last checkpoint in the run dir (an error when there is none, or "
-    "when the config changes the model or the LoRA shape).",
+    "when the config changes the model or the LoRA shape). A run keeps its last "
+    "logging.keep_checkpoints checkpoints (default 2, 0 = all) and logs each deletion.",
 )
 @click.option(
     "--overwrite",
     is_flag=True,
-    help="The run dir already holds a run: delete its run files (metrics, samples, "
-    "checkpoints, tracker files) and start again. Without it such a dir is refused.",
+    help="The run dir already holds a run: delete what that run wrote (the names its "
+    "flowgrpo-run.json lists, its checkpoints) and start again. Without it such a dir is "
+    "refused; a dir without flowgrpo-run.json is refused even with it.",
 )
 @click.option(
     "--dry-run",

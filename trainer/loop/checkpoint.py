@@ -75,6 +75,7 @@ def save_checkpoint(
             },
             tmp / "trainer_state.pt",
         )
+        follow_umask(tmp)
         _fsync_dir(tmp)
         if final.exists():
             shutil.rmtree(final)
@@ -96,6 +97,16 @@ def _folder_mode() -> int:
     umask = os.umask(0o022)
     os.umask(umask)
     return 0o777 & ~umask
+
+
+def follow_umask(folder: Path) -> None:
+    """Give every file and folder under ``folder`` the mode a new one gets under the umask
+    (safetensors writes its files 0600, as a private temporary file), so a group that reads
+    the run directory reads checkpoints, adapters and exported models too."""
+    folders = _folder_mode()
+    for path in Path(folder).rglob("*"):
+        if not path.is_symlink():
+            os.chmod(path, folders if path.is_dir() else folders & 0o666)
 
 
 def _temp_dir(run_dir: Path, step: int, final: Path) -> Path:
@@ -143,6 +154,7 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
 def _prune(run_dir: Path, keep: int) -> None:
     for _, path in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
         shutil.rmtree(path, ignore_errors=True)
+        logger.info("deleted %s: logging.keep_checkpoints keeps the last %d", path.name, keep)
     for stale in run_dir.glob(".checkpoint-*"):  # leftovers of a killed save
         shutil.rmtree(stale, ignore_errors=True)
 

@@ -31,6 +31,7 @@ from flowgrpo.operators.tasks import Problem, load_task
 from flowgrpo.rewards import prepare_samples
 from flowgrpo.trainer.config import save_config
 from flowgrpo.trainer.loop import setup
+from flowgrpo.trainer.loop.checkpoint import follow_umask
 from flowgrpo.trainer.loop.environment import build_environment
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
 from flowgrpo.trainer.loop.rollout import generate_rollout
@@ -196,6 +197,7 @@ def run_sft(cfg, out: str | Path, on_step: Callable[[dict], None] | None = None)
     path = Path(out)
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(path))
+    follow_umask(path)  # safetensors writes 0600
     save_config(cfg, path / "config.yaml")  # `flowgrpo eval --adapter OUT` reads it
     return {
         "model": cfg.model.name_or_path, "adapter": str(path), "examples": result.examples,

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from peft import PeftModel
 
+from flowgrpo.trainer.loop.checkpoint import follow_umask
 from flowgrpo.trainer.loop.rundir import load_run_config
 from flowgrpo.trainer.reports.evaluate import ModelSpec, adapter_dir, load_base_model
 
@@ -69,6 +70,7 @@ def export_merged(
     out.mkdir(parents=True)
     merged.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
+    follow_umask(Path(out))  # safetensors writes 0600
     info = {
         "checkpoint": str(Path(checkpoint).resolve()),
         "base_model": spec.name_or_path,

@@ -23,7 +23,19 @@ def test_checkpoint_folders_follow_the_umask(tmp_path, umask, mode):
         os.umask(previous)
     assert stat.S_IMODE(path.stat().st_mode) == mode
     assert stat.S_IMODE((path / "adapter").stat().st_mode) == mode
+    weights = path / "adapter" / "adapter_model.safetensors"  # safetensors writes it 0600
+    assert stat.S_IMODE(weights.stat().st_mode) == mode & 0o666
+    assert stat.S_IMODE((path / "trainer_state.pt").stat().st_mode) == mode & 0o666
     assert existing_run(tmp_path) == ["checkpoint-1"]
+
+
+def test_pruning_a_checkpoint_is_logged(tmp_path, caplog):
+    model = wrap_lora(build_tiny_model()[0], LoraSettings(r=2, alpha=4))
+    with caplog.at_level("INFO", logger="flowgrpo.trainer.loop.checkpoint"):
+        for step in (1, 2, 3):
+            save_checkpoint(tmp_path, step, model, _NoOptimizer(), None, {}, keep=2)
+    assert "deleted checkpoint-1: logging.keep_checkpoints keeps the last 2" in caplog.text
+    assert existing_run(tmp_path) == ["checkpoint-2", "checkpoint-3"]
 
 
 class _NoOptimizer:
