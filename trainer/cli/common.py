@@ -79,8 +79,11 @@ def status(message: str) -> None:
 
 
 def progress(**kwargs) -> tqdm:
-    """A tqdm progress bar on stderr, disabled with --quiet."""
-    return tqdm(file=sys.stderr, disable=is_quiet(), **kwargs)
+    """A tqdm progress bar on stderr, disabled with --quiet or tqdm's own ``TQDM_DISABLE=1``
+    (an explicit ``disable=`` would override the variable), and when stderr is not a terminal
+    (a log file gets no carriage-return redraws)."""
+    off = is_quiet() or os.environ.get("TQDM_DISABLE", "").strip() not in ("", "0")
+    return tqdm(file=sys.stderr, disable=True if off else None, **kwargs)
 
 
 def console_logging() -> None:

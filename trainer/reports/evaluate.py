@@ -293,11 +293,9 @@ def format_eval(result: dict) -> str:
         f"evaluation of {result.get('model', '?')} on {result['task']}: "
         f"{result['problems']} problems x {result['k']} workflows ({result['seconds']:.0f} s)"
     ]
+    keys = ("validity_rate", "fallback_rate", "pass@1", f"pass@{result['k']}")
     for key in (
-        "validity_rate",
-        "fallback_rate",
-        "pass@1",
-        f"pass@{result['k']}",
+        *dict.fromkeys(keys),  # k = 1: pass@1 once
         "distinct_workflows",
         "executor_calls_per_problem",
         "executor_tokens_per_problem",

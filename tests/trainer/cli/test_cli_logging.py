@@ -29,8 +29,22 @@ def test_log_lines_reach_the_commands_stderr_and_the_handler_is_removed_after():
     assert result.stdout == "result\n"
     lines = result.stderr.splitlines()
     assert "info line" in lines and "warning line" in lines  # the message alone, one a line
-    assert "work" in result.stderr  # the progress bar shares stderr
+    assert "work" not in result.stderr and "\r" not in result.stderr  # not a terminal: no bar
     assert logging.getLogger().handlers == before
+
+
+def test_tqdm_disable_turns_the_bar_off(monkeypatch):
+    from flowgrpo.trainer.cli import common
+
+    seen = []
+    monkeypatch.setattr(common, "tqdm", lambda **kwargs: seen.append(kwargs["disable"]))
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    common.progress(total=1)
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    common.progress(total=1)
+    monkeypatch.setenv("TQDM_DISABLE", "0")
+    common.progress(total=1)
+    assert seen == [None, True, None]  # None: tqdm draws the bar on a terminal only
 
 
 def test_quiet_keeps_warnings_and_drops_info_and_the_bar():

@@ -20,3 +20,16 @@ from flowgrpo.trainer.reports.evaluate import pass_at_k
 def test_pass_at_k_unbiased_estimator(n, c, k, expected):
     # 1 - C(n - c, k) / C(n, k): e.g. n=4, c=2, k=2: 1 - C(2,2)/C(4,2) = 1 - 1/6
     assert pass_at_k(n, c, k) == pytest.approx(expected)
+
+
+def test_format_eval_with_k_1_prints_pass_at_1_once():
+    from flowgrpo.trainer.reports.evaluate import format_eval
+
+    result = {
+        "model": "m", "task": "arithmetic", "problems": 2, "k": 1, "seconds": 1.0,
+        "validity_rate": 1.0, "fallback_rate": 0.0, "pass@1": 0.5, "distinct_workflows": 1,
+        "executor_calls_per_problem": 1.0, "executor_tokens_per_problem": 3.0, "unscorable": 0,
+        "top_workflows": [("Custom", 2)], "structures": {"linear": 2},
+    }  # fmt: skip
+    assert format_eval(result).count("pass@1") == 1
+    assert format_eval({**result, "k": 2, "pass@2": 0.75}).count("pass@") == 2
