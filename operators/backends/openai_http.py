@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -325,11 +326,20 @@ def _parse_retry_after(value: str | None) -> float | None:
 
 
 def _server_message(exc: Any) -> str:
-    """The server's error message (OpenAI ``{"error": {"message": ...}}``), else the SDK's."""
+    """The server's error message (OpenAI ``{"error": {"message": ...}}``), else the SDK's, as
+    one line of at most 300 characters: an HTML error page is reduced to its text."""
     body = exc.body  # the SDK has already unwrapped {"error": ...}
     if isinstance(body, dict) and body.get("message"):
-        return str(body["message"])[:500]
-    return (body if isinstance(body, str) and body else exc.message)[:500]
+        return _one_line(str(body["message"]))
+    return _one_line(body if isinstance(body, str) and body else str(exc.message))
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    """``text`` without HTML tags and line breaks, cut at ``limit`` characters."""
+    if "<" in text and ">" in text:
+        text = re.sub(r"<(script|style)\b.*?</\1>|<[^>]*>", " ", text, flags=re.S | re.I)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _as_int(value: Any) -> int:

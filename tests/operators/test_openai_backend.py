@@ -175,6 +175,19 @@ def test_openai_400_is_not_retried(serve):
     assert "HTTP 400" in result.error and "max_tokens too large" in result.error
 
 
+def test_an_html_error_page_becomes_one_short_line(serve):
+    page = (
+        "<!DOCTYPE html>\n<html><head><title>404 Not Found</title><style>h1 {color: red}"
+        "</style></head>\n<body>\n<h1>Not Found</h1>\n<p>The requested URL was not found on "
+        "this server.</p>\n" + "<p>padding</p>\n" * 200 + "</body></html>\n"
+    )
+    server = serve(lambda _n, _b: Reply(404, page, {"Content-Type": "text/html"}))
+    result = backend_for(server).generate([req("q")])[0]
+    assert not result.ok and "\n" not in result.error and "<" not in result.error
+    assert "404 Not Found Not Found The requested URL was not found" in result.error
+    assert "color" not in result.error and len(result.error) < 500
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [("this is not json", "not JSON"), ({"choices": []}, "no choices[0].message.content")],
