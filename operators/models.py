@@ -86,7 +86,7 @@ def load_model(
     if is_random_name(name_or_path):
         model, tokenizer = build_random_model(name_or_path, seed, torch_dtype, device)
         tokenizer.chat_template = CHAT_TEMPLATE
-        return model, tokenizer
+        return model, tokenizer  # its vocabulary has <pad>
     if name_or_path == "default":
         name_or_path, gguf_file = default_model_path()
     extra = {"gguf_file": gguf_file} if gguf_file else {}
@@ -94,6 +94,7 @@ def load_model(
     tokenizer = AutoTokenizer.from_pretrained(name_or_path, **extra)
     model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, **extra)
     _drop_quantization_marker(model)
+    with_pad_token(tokenizer)
     model.to(device)
     model.eval()
     logger.info(
@@ -101,6 +102,16 @@ def load_model(
         time.perf_counter() - started,
     )  # fmt: skip
     return model, tokenizer
+
+
+def with_pad_token(tokenizer):
+    """``tokenizer`` with a pad token: its EOS token when it has none (batched generation and
+    scoring pad with it; the mask keeps padding out of every sum). The one place this is done:
+    :func:`load_model` applies it, the trainer and the hf backend to a tokenizer passed in."""
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+        logger.info("tokenizer has no pad token; using EOS %r", tokenizer.eos_token)
+    return tokenizer
 
 
 def model_name(name_or_path: str, gguf_file: str | None = None) -> str:

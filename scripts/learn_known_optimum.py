@@ -162,13 +162,12 @@ def mode_of(top: list, sim, samples: int) -> dict:
 def base_model(cfg):
     """(model, tokenizer) without an adapter, loaded once and copied for each policy."""
     from flowgrpo.operators.models import load_model
-    from flowgrpo.trainer.loop.policy import _pad
 
     m = cfg.model
     model, tokenizer = load_model(
         m.name_or_path, gguf_file=m.gguf_file, dtype=m.dtype, seed=cfg.optim.seed
     )
-    return model, _pad(tokenizer)
+    return model, tokenizer  # load_model gives it a pad token
 
 
 ALERTS = ("deadlock", "entropy_low", "zero_grad", "collapse", "step_time_collapse")

@@ -99,13 +99,12 @@ def load_base(args):
     """The base model and tokenizer, loaded once and copied into each run (None for tiny)."""
     from flowgrpo.operators.models import load_model
     from flowgrpo.trainer.config import load_config
-    from flowgrpo.trainer.loop.policy import _pad
 
     cfg = load_config(args.config, tuple(args.set))
     if cfg.model.name_or_path == "tiny-random":
         return None
     model, tokenizer = load_model(cfg.model.name_or_path, gguf_file=cfg.model.gguf_file)
-    return model, _pad(tokenizer)
+    return model, tokenizer  # load_model gives it a pad token
 
 
 def command_line(args) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from flowgrpo.operators.llm import GenerationRequest, GenerationResult, Message
-from flowgrpo.operators.models import load_model, model_name
+from flowgrpo.operators.models import load_model, model_name, with_pad_token
 
 logger = logging.getLogger(__name__)
 
@@ -154,9 +154,7 @@ class HFBackend:
     def _generation_mode(self) -> Iterator[None]:
         """Eval mode, left padding, a pad token and (with peft) the adapter disabled."""
         tokenizer, model = self.tokenizer, self.model
-        if tokenizer.pad_token is None:
-            tokenizer.pad_token = tokenizer.eos_token
-            logger.info("tokenizer has no pad token; using EOS %r", tokenizer.eos_token)
+        with_pad_token(tokenizer)  # a tokenizer passed in may have none
         was_training = bool(getattr(model, "training", False))
         padding_side = tokenizer.padding_side
         adapter_off = (

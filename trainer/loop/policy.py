@@ -47,12 +47,6 @@ def wrap_lora(model, lora_cfg, gradient_checkpointing: bool = False):
     return peft_model
 
 
-def _pad(tokenizer):
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
-
-
 def count_parameters(model) -> tuple[int, int]:
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     return trainable, sum(p.numel() for p in model.parameters())

@@ -15,9 +15,9 @@ from transformers import get_scheduler
 
 from flowgrpo.operators.cache import ExecutionCache
 from flowgrpo.operators.executor import build_executor, executor_limits
-from flowgrpo.operators.models import load_model
+from flowgrpo.operators.models import load_model, with_pad_token
 from flowgrpo.trainer.loop.init_adapter import adapter_dir, load_init_adapter
-from flowgrpo.trainer.loop.policy import _pad, add_reference_adapter, wrap_lora
+from flowgrpo.trainer.loop.policy import add_reference_adapter, wrap_lora
 from flowgrpo.trainer.loop.rundir import finish_resume, prepare_run_dir
 from flowgrpo.trainer.monitoring.metrics import MetricsWriter
 from flowgrpo.trainer.monitoring.trackers import accelerator_kwargs, start_trackers
@@ -47,7 +47,7 @@ def policy(cfg, model=None, tokenizer=None, device=None):
             add_reference_adapter(peft_model, adapter_dir(m.init_adapter))
     else:
         peft_model = wrap_lora(model, cfg.lora, m.gradient_checkpointing)
-    tokenizer = _pad(tokenizer)
+    tokenizer = with_pad_token(tokenizer)  # a tokenizer passed in may have none
     if device is not None:
         peft_model.to(device)
     peft_model.train()

@@ -180,9 +180,7 @@ class EvalSession:
         folder) when given; build the executor and start the plugins' metrics hooks."""
         path = adapter_dir(adapter) if adapter is not None else None
         logger.info("loading %r (%s, %s)", self.spec.name_or_path, self.spec.dtype, self.device)
-        self.model, self.tokenizer = load_base_model(self.spec, self.device)
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model, self.tokenizer = load_base_model(self.spec, self.device)  # padded
         if path is not None:
             from peft import PeftModel  # heavy: peft (imports torch)
 

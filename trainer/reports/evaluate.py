@@ -150,21 +150,6 @@ def adapter_dir(checkpoint: str | Path) -> Path:
     return check_adapter_files(path)
 
 
-def load_for_eval(adapter: str | None, model: ModelSpec | str, device: str = "cpu"):
-    """(model, tokenizer, description): the base model, with the adapter of a checkpoint."""
-    spec = ModelSpec(model) if isinstance(model, str) else model
-    path = adapter_dir(adapter) if adapter is not None else None
-    base, tokenizer = load_base_model(spec, device)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    if path is None:
-        return base, tokenizer, f"{spec.name_or_path} (base)"
-    from peft import PeftModel  # heavy: peft (imports torch); `flowgrpo eval --compare` skips it
-
-    model = PeftModel.from_pretrained(base, str(path)).eval()
-    return model, tokenizer, f"{spec.name_or_path} + {path}"
-
-
 def evaluate(
     model,
     tokenizer,
