@@ -100,7 +100,7 @@ def eval_all_command(run_dir: str, options: EvalOptions, json_out: str | None) -
     if not count:
         fail(no_checkpoints(run_dir))
     try:  # the bar closed first, so the error gets its own line
-        with progress(total=options.n * count, desc=f"eval {count} checkpoints",
+        with progress(total=options.n * (count + 1), desc=f"eval the start + {count} checkpoints",
                       unit="problem") as bar:  # fmt: skip
             report = evaluate_run(run_dir, options, progress=bar.update)
     except INPUT_ERRORS as exc:

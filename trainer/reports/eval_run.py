@@ -6,7 +6,8 @@ A checkpoint is evaluated as trained: its run's config.yaml gives the defaults o
 its operator table, the ``executor`` section and the plugins' metrics hooks; the
 :class:`EvalOptions` given override them.
 
-Every checkpoint of a run (:func:`evaluate_run`): the base model is loaded once; each
+The start and every checkpoint of a run (:func:`evaluate_run`): the base model is loaded once;
+the first row (step 0) is the policy before training; each
 checkpoint's LoRA adapter is loaded beside it and made the active one (peft ``load_adapter`` and
 ``set_adapter``), and the one before it deleted. An adapter sits next to the base weights and
 generation restores them bit for bit after merging (``loop.policy.merged_adapter``), so the base
@@ -240,23 +241,44 @@ def evaluate_one(adapter: str | Path | None, options: EvalOptions, progress=None
 def evaluate_run(
     run_dir: str | Path, options: EvalOptions, progress: Callable[[int], None] | None = None
 ) -> dict:
-    """Every checkpoint of ``run_dir``, oldest first, with the base model loaded once:
-    ``{"run_dir", "checkpoints": [{"step", "checkpoint", **result}, ...]}``, each result that
-    of ``flowgrpo eval --adapter`` of the checkpoint. ``ConfigError`` when there is none."""
+    """The start (step 0, :func:`_start_row`) and every checkpoint of ``run_dir``, oldest
+    first, with the base model loaded once: ``{"run_dir", "checkpoints": [{"step",
+    "checkpoint", **result}, ...]}``, each checkpoint's result that of ``flowgrpo eval
+    --adapter`` of it. ``ConfigError`` when there is no checkpoint."""
     # heavy: torch (the checkpoint module); `flowgrpo eval --compare` starts without it
     from flowgrpo.trainer.loop.checkpoint import list_checkpoints
 
     checkpoints = list_checkpoints(run_dir)
     if not checkpoints:
         raise ConfigError(no_checkpoints(run_dir))
-    session = EvalSession(load_run(run_dir), options)
+    run = load_run(run_dir)
+    session = EvalSession(run, options)
     session.load(checkpoints[0][1])
-    rows = []
+    rows = [_start_row(session, run, progress)]
     for step, path in checkpoints:
         session.use_checkpoint(path)
         logger.info("evaluating %s", path)
         rows.append({"step": step, "checkpoint": str(path), **session.evaluate(progress)})
     return {"run_dir": str(run_dir), "checkpoints": rows}
+
+
+#: What the step-0 row of a run without ``model.init_adapter`` evaluated.
+BASE_START = "start: the base model (a fresh adapter has B = 0)"
+
+
+def _start_row(session: EvalSession, run, progress) -> dict:
+    """Step 0, the policy before training: the run's ``model.init_adapter``, else the base
+    model with the adapter off (a fresh LoRA adapter is B = 0: the base model's behaviour)."""
+    init = run.model.init_adapter if run is not None else None
+    if init:
+        session.use_checkpoint(init)
+        logger.info("evaluating the start adapter %s", init)
+        return {"step": 0, "checkpoint": str(adapter_dir(init)), **session.evaluate(progress)}
+    logger.info("evaluating the start: the base model")
+    with session.model.disable_adapter():
+        result = session.evaluate(progress)
+    result["model"] = f"{session.spec.name_or_path} (base)"
+    return {"step": 0, "checkpoint": BASE_START, **result}
 
 
 def no_checkpoints(run_dir: str | Path) -> str:

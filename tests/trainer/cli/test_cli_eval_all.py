@@ -3,6 +3,7 @@
 numbers are those of its own ``flowgrpo eval --adapter``."""
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ import flowgrpo
 from flowgrpo.operators import models
 from flowgrpo.trainer.cli.app import main
 from flowgrpo.trainer.loop import rollout
+from flowgrpo.trainer.reports.eval_run import BASE_START
 
 EVAL = ("--task", "arithmetic:easy", "--n", "2", "--k", "2", "--max-new-tokens", "6")
 
@@ -99,26 +101,29 @@ def all_eval(run_dir):
 def test_eval_all_loads_the_model_once_and_writes_table_json_and_plot(run_dir, all_eval):
     result, recorder, out = all_eval
     assert result.exit_code == 0, result.output
-    assert recorder.loads == 1, "the base model is loaded once for the three checkpoints"
+    assert recorder.loads == 1, "the base model is loaded once for the start and 3 checkpoints"
     report = json.loads(out.read_text())
     rows = report["checkpoints"]
-    assert [row["step"] for row in rows] == [1, 2, 3]
+    assert [row["step"] for row in rows] == [0, 1, 2, 3]
     assert [row["checkpoint"] for row in rows] == [
-        str(run_dir / f"checkpoint-{step}") for step in (1, 2, 3)
+        BASE_START,
+        *(str(run_dir / f"checkpoint-{step}") for step in (1, 2, 3)),
     ]
+    assert rows[0]["model"] == "tiny-random (base)"
+    assert rows[1]["model"] == f"tiny-random + {run_dir / 'checkpoint-1' / 'adapter'}"
     assert all(row["problems"] == 2 and row["k"] == 2 for row in rows)
     table = [line.split() for line in result.stdout.splitlines() if line.strip()]
     header = next(line for line in table if line[0] == "step")
     assert "validity_rate" in header and "pass@1" in header and "pass@2" in header
-    assert [line[0] for line in table if line[0].isdigit()] == ["1", "2", "3"]
+    assert [line[0] for line in table if line[0].isdigit()] == ["0", "1", "2", "3"]
     plot = out.with_suffix(".png")
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_adapters_are_swapped_and_the_base_weights_never_change(all_eval):
     _, recorder, _ = all_eval
-    assert len(recorder.texts) == 3, "one rollout per checkpoint (2 problems, one batch)"
-    assert len({json.dumps(texts) for texts in recorder.texts}) == 3, "each its own adapter"
+    assert len(recorder.texts) == 4, "one rollout for the start and per checkpoint"
+    assert len({json.dumps(texts) for texts in recorder.texts}) == 4, "each its own adapter"
     fresh = base_weights(models.load_model("tiny-random", seed=0)[0])
     for base in recorder.bases:
         assert base.keys() == fresh.keys()
@@ -128,16 +133,16 @@ def test_adapters_are_swapped_and_the_base_weights_never_change(all_eval):
 def test_each_checkpoint_equals_its_own_eval(run_dir, all_eval, tmp_path):
     _, everything, out = all_eval
     rows = json.loads(out.read_text())["checkpoints"]
-    for index, step in enumerate((1, 2, 3)):
+    for step in (1, 2, 3):
         single, checkpoint = tmp_path / f"single-{step}.json", run_dir / f"checkpoint-{step}"
         with pytest.MonkeyPatch.context() as monkeypatch:  # a model of its own, loaded afresh
             recorder = Recorder(monkeypatch)
             result = invoke("eval", "--adapter", checkpoint, *EVAL, "--json", single)
         assert result.exit_code == 0, result.output
         assert recorder.loads == 1
-        assert recorder.texts == [everything.texts[index]], f"checkpoint-{step}: same workflows"
+        assert recorder.texts == [everything.texts[step]], f"checkpoint-{step}: same workflows"
         alone = json.loads(single.read_text())
-        row = {k: v for k, v in rows[index].items() if k not in ("step", "checkpoint")}
+        row = {k: v for k, v in rows[step].items() if k not in ("step", "checkpoint")}
         alone.pop("seconds"), row.pop("seconds")
         assert row == alone, f"checkpoint-{step}"
 
@@ -154,3 +159,19 @@ def test_a_run_dir_without_checkpoints_is_a_one_line_error(tmp_path):
     assert missing.exit_code == 2 and "no such run directory" in missing.output
     both = invoke("eval", empty, "--all", "--adapter", empty)
     assert both.exit_code == 2 and "without --adapter or --base" in both.output
+
+
+def test_the_start_row_is_the_untrained_policy(run_dir, all_eval, tmp_path):
+    """Step 0 equals ``flowgrpo eval`` of an adapter with B = 0 (a fresh one), run as trained."""
+    _, everything, _ = all_eval
+    fresh = tmp_path / "fresh" / "checkpoint-0"
+    shutil.copytree(run_dir / "checkpoint-1", fresh)
+    shutil.copy(run_dir / "config.yaml", fresh.parent / "config.yaml")
+    path = fresh / "adapter" / "adapter_model.safetensors"
+    weights = load_file(str(path))
+    save_file({k: v * 0 if "lora_B" in k else v for k, v in weights.items()}, str(path))
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        recorder = Recorder(monkeypatch)
+        result = invoke("eval", "--adapter", fresh, *EVAL)
+    assert result.exit_code == 0, result.output
+    assert recorder.texts == [everything.texts[0]]
