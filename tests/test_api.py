@@ -78,7 +78,11 @@ def test_evaluate_returns_what_flowgrpo_eval_writes(trained, tmp_path):
     got.pop("seconds"), expected.pop("seconds")
     assert json.loads(json.dumps(got)) == expected  # as JSON: the limits' tuples are lists
     every = flowgrpo.evaluate(run_dir, all_checkpoints=True, n=1, json_file=tmp_path / "a.json")
-    assert [row["step"] for row in every["checkpoints"]] == [1, 2]
+    assert [row["step"] for row in every["checkpoints"]] == [
+        0,
+        1,
+        2,
+    ]  # the start, then each checkpoint
     assert json.loads((tmp_path / "a.json").read_text()) == json.loads(json.dumps(every))
     assert (tmp_path / "a.png").is_file()
 
