@@ -22,16 +22,14 @@ EXPLOITS = {
         "def add(a, b):\n    return I(0)\n"
     ),
     "replacing the harness's runner in __main__": (
-        "import sys\nm = sys.modules['__main__']\n"
-        "for k in list(vars(m)):\n    if k.startswith('_fg'):\n"
-        "        try:\n            setattr(m, k, lambda *a, **k: None)\n"
-        "        except Exception:\n            pass\n" + WRONG
+        "import sys\nsys.modules['__main__']._fg_run = lambda *args, **kwargs: None\n" + WRONG
     ),
     "printing forged result lines with the nonce, then exiting": (
         "import sys, os\nn = getattr(sys.modules['__main__'], '_FG_NONCE', '0')\n"
-        'for i in range(3):\n    print(n + \' ["test", %d, "done", null]\' % i)\n'
-        "    print(n + ' [\"test\", %d, null]' % i)\n"
-        "sys.stdout.flush()\nos._exit(0)\n"
+        "for i in range(3):\n"
+        "    sys.__stdout__.write(n + ' [\"test\", %d, \"done\", null]\\n' % i)\n"
+        "    sys.__stdout__.write(n + ' [\"test\", %d, null]\\n' % i)\n"
+        "sys.__stdout__.flush()\nos._exit(0)\n"
     ),
     "sys.exit(0) before the tests": "import sys\nsys.exit(0)\n",
     "os._exit(0) inside the call": "import os\n\ndef add(a, b):\n    os._exit(0)\n",
