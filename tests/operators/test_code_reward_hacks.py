@@ -27,7 +27,7 @@ EXPLOITS = {
     "printing forged result lines with the nonce, then exiting": (
         "import sys, os\nn = getattr(sys.modules['__main__'], '_FG_NONCE', '0')\n"
         "for i in range(3):\n"
-        "    sys.__stdout__.write(n + ' [\"test\", %d, \"done\", null]\\n' % i)\n"
+        '    sys.__stdout__.write(n + \' ["test", %d, "done", null]\\n\' % i)\n'
         "    sys.__stdout__.write(n + ' [\"test\", %d, null]\\n' % i)\n"
         "sys.__stdout__.flush()\nos._exit(0)\n"
     ),
