@@ -99,7 +99,7 @@ def train(
         build_environment(cfg, with_executor=False)  # problems, prompt, plugins: before the model
         trainer = Trainer(cfg, resume=resume, overwrite=overwrite, on_step=on_step)
     except _INPUT_ERRORS as exc:  # one line, raised here: not a traceback deep in the trainer
-        raise ConfigError(str(exc)) from None
+        raise ConfigError(_in_python(str(exc))) from None
     result = trainer.train()
     return RunResult(
         run_dir=result.run_dir,
@@ -163,6 +163,21 @@ def evaluate(
         if all_checkpoints:
             eval_all.plot_over_steps(result, Path(json_file).with_suffix(".png"))
     return result
+
+
+#: The CLI's words in a message, and what a caller of :func:`train` writes instead.
+_PYTHON_SPELLING = (
+    ("--resume", "resume=True"),
+    ("--overwrite", "overwrite=True"),
+    ("--output-dir", "logging__output_dir="),
+)
+
+
+def _in_python(message: str) -> str:
+    """A trainer message with the CLI's flags in this API's spelling (``resume=True``)."""
+    for flag, keyword in _PYTHON_SPELLING:
+        message = message.replace(flag, keyword)
+    return message
 
 
 def _config(config, overrides: Mapping[str, Any]):

@@ -144,3 +144,11 @@ def test_bad_input_is_a_one_line_config_error_before_any_model_loads(monkeypatch
     assert "'max_new_token'" in option and "did you mean 'max_new_tokens'" in option
     runs = one_line_config_error(flowgrpo.evaluate, tmp_path, all_checkpoints=True)
     assert "no checkpoints here" in runs
+
+
+def test_a_run_directory_error_names_this_apis_arguments_not_the_clis(trained, tmp_path):
+    run_dir = trained[0]
+    message = one_line_config_error(flowgrpo.train, TINY, logging__output_dir=str(run_dir))
+    assert "already holds a run" in message
+    assert "resume=True" in message and "overwrite=True" in message
+    assert "--resume" not in message and "--overwrite" not in message
