@@ -212,8 +212,29 @@ def _looks_like_prose(text: str) -> bool:
     return len(lowercase) >= 3 or text.lstrip().startswith(("#", "**", "Step", "To ", "The "))
 
 
+def _lowercase_operators(text: str) -> str | None:
+    """``text`` with its operator names capitalised, when every word in it is an operator
+    name in the wrong case (or ``done``): a workflow, not prose."""
+    words = _WORD_RE.findall(text)
+    names = {name.lower(): name for name in OPERATORS}
+    if not words or any(w.lower() not in names and w != "done" for w in words):
+        return None
+    fixed = _WORD_RE.sub(lambda m: names.get(m.group(0).lower(), m.group(0)), text)
+    return fixed if fixed != text else None
+
+
 def _prose_error(text: str) -> DSLSyntaxError:
-    """Prose is reported at its first character: the whole text is the problem."""
+    """Prose is reported at its first character: the whole text is the problem; a workflow
+    written with lower-case operator names gets the names to write instead."""
+    fixed = _lowercase_operators(text)
+    if fixed is not None:
+        first = next(m for m in _WORD_RE.finditer(text) if m.group(0) != fixed[m.start() : m.end()])
+        line = text.count("\n", 0, first.start()) + 1
+        column = first.start() - (text.rfind("\n", 0, first.start()) + 1) + 1
+        return _error(
+            text, line, column, "operator names start with a capital letter (at {pos})",
+            f"write {fixed.strip()}",
+        )  # fmt: skip
     stripped = text.lstrip()
     before = text[: len(text) - len(stripped)]
     line = before.count("\n") + 1

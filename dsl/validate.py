@@ -397,6 +397,8 @@ class _Checker(Visitor[_State]):
             names = list(self.table)
             guess = difflib.get_close_matches(node.name, names, n=1, cutoff=0.5)
             hint = f"did you mean {guess[0]!r}?" if guess else "operators: " + ", ".join(names)
+            if node.name.lower() == "done":
+                hint = "a branch that ends the workflow is written done, in lower case"
             self.error("unknown_operator", node, f"unknown operator {node.name!r}", hint)
             return _State(True, state.candidates, state.feedback)  # avoid cascading errors
         if self.allowed is not None and node.name not in self.allowed:

@@ -220,3 +220,21 @@ def test_a_syntax_error_keeps_no_frame_of_its_caller_alive():
     refs = [caller(), caller()]  # the second one is answered from the cache
     gc.collect()
     assert [ref() for ref in refs] == [None, None]
+
+
+def test_lower_case_operator_names_get_the_capitalised_workflow_as_the_hint():
+    from flowgrpo.dsl.validate import validate
+
+    report = validate("custom -> review ? revise : done")
+    (error,) = report.errors
+    assert error.code == "syntax_error" and "capital letter" in error.message
+    assert error.hint == "write Custom -> Review ? Revise : done"
+    prose = validate("first we think then we answer").errors[0]
+    assert "looks like prose" in prose.message
+
+
+def test_done_in_capitals_is_told_to_be_lower_case():
+    from flowgrpo.dsl.validate import validate
+
+    (error,) = validate("Custom -> Review ? Revise : Done").errors
+    assert error.code == "unknown_operator" and "written done, in lower case" in error.hint
