@@ -75,15 +75,18 @@ def proxied_names(tests: Sequence[str], setup: str | None, entry_point: str | No
     proxies: ``candidate`` (HumanEval's argument name) and the entry point always; builtins and
     standard-library modules never (a solution cannot redefine ``abs`` or ``math`` for the
     tests; a test that uses ``sys`` without importing it gets the real one,
-    :func:`module_names`)."""
-    free = free_names(tests, setup) - set(sys.stdlib_module_names)
-    return sorted(free | {"candidate"} | ({entry_point} if entry_point else set()))
+    :func:`_split_names`)."""
+    return _split_names(tests, setup, entry_point)[0]
 
 
-def module_names(tests: Sequence[str], setup: str | None) -> list[str]:
-    """Standard-library modules the tests use without importing them (the old one-process
-    checker let the solution's imports leak into the tests): imported for them."""
-    return sorted(free_names(tests, setup) & set(sys.stdlib_module_names))
+def _split_names(tests, setup, entry_point) -> tuple[list[str], list[str]]:
+    """(names proxied to the solution, standard-library modules the tests use without
+    importing them: imported for them, as the old one-process checker let the solution's
+    imports leak into the tests)."""
+    free = free_names(tests, setup)
+    modules = free & set(sys.stdlib_module_names)
+    proxied = (free - modules) | {"candidate"} | ({entry_point} if entry_point else set())
+    return sorted(proxied), sorted(modules)
 
 
 def question_code(problem: Problem) -> str | None:
@@ -98,11 +101,11 @@ def question_code(problem: Problem) -> str | None:
 
 
 def _run_tests(tests, setup, names, answers, timeout_s, memory_mb):
-    """One run of the test program: ({test: (state, error)}, {key: (name, payload)})."""
+    """One run of the test program (``tests`` with their asserts rewritten, ``names`` =
+    (proxied, modules)): ({test: (state, error)}, {key: (name, payload)}, the run)."""
     nonce = secrets.token_hex(8)
-    code = program(TESTER, nonce=nonce, limit=float(timeout_s), setup=setup or "",
-                   tests=[rewrite_asserts(t) for t in tests], names=names,
-                   modules=module_names(tests, setup), answers=answers)  # fmt: skip
+    code = program(TESTER, nonce=nonce, limit=float(timeout_s), setup=setup or "", tests=tests,
+                   names=names[0], modules=names[1], answers=answers)  # fmt: skip
     result = run_python(code, timeout_s=timeout_s * (len(tests) + 1) + _STARTUP_S,
                         memory_mb=memory_mb)  # fmt: skip
     outcomes, requests = {}, {}
@@ -130,10 +133,7 @@ def _ask_candidate(code, entry_point, requests, timeout_s, memory_mb):
             answers.setdefault(parts[1], [parts[2], parts[3]])  # the first answer counts
     for key in requests:
         answers.setdefault(key, ["err", f"no answer ({result.reason or 'the solution exited'})"])
-    missing = sorted({v[1] for v in answers.values() if "does not define" in str(v[1])})
-    notes += [
-        m.replace("the solution does not define", "the solution does not define") for m in missing
-    ]
+    notes += sorted({str(v[1]) for v in answers.values() if "does not define" in str(v[1])})
     return answers, notes
 
 
@@ -173,11 +173,12 @@ def check_code(
     code = extract_code(solution_code or "")
     if not code.strip():
         return CheckResult(False, 0.0, f"0/{len(tests)} tests passed: no code in the solution")
-    names = proxied_names(tests, setup, entry_point)
+    names = _split_names(tests, setup, entry_point)
+    rewritten = [rewrite_asserts(t) for t in tests]  # once, not once per round
     answers: dict[str, list] = {}
     notes: list[str] = []
     for _ in range(MAX_ROUNDS):
-        outcomes, requests, result = _run_tests(tests, setup, names, answers, timeout_s,
+        outcomes, requests, result = _run_tests(rewritten, setup, names, answers, timeout_s,
                                                 memory_mb)  # fmt: skip
         new = {k: v for k, v in requests.items() if k not in answers}
         if not new or all(state == "done" for state, _ in outcomes.values()):

@@ -98,9 +98,9 @@ def _fg_dumps(x):
     return _fg_json.dumps(_fg_enc(x), separators=(",", ":"))
 """
 
-# The candidate program, after a header defining _FG_NONCE, _FG_LIMIT (seconds per call),
-# _FG_SOLUTION, _FG_ENTRY and _FG_REQUESTS ([key, name, arguments] each).
-CANDIDATE = (
+# What both programs run first, after the codec: their imports, the output channel (lines
+# "<nonce> <json>"), and a call under the per-call time limit with its stdout discarded.
+RUNTIME = (
     CODEC
     + r"""
 import builtins as _fg_builtins, contextlib as _fg_ctx, io as _fg_io
@@ -138,6 +138,14 @@ def _fg_error(exc):
 
 
 _fg_signal.signal(_fg_signal.SIGALRM, _fg_alarm)
+"""
+)
+
+# The candidate program, after a header defining _FG_NONCE, _FG_LIMIT (seconds per call),
+# _FG_SOLUTION, _FG_ENTRY and _FG_REQUESTS ([key, name, arguments] each).
+CANDIDATE = (
+    RUNTIME
+    + r"""
 _fg_ns = {"__name__": "solution", "__builtins__": _fg_builtins}
 try:
     _fg_limited(exec, compile(_FG_SOLUTION, "<solution>", "exec"), _fg_ns)
@@ -162,26 +170,11 @@ for _fg_key, _fg_name, _fg_payload in _FG_REQUESTS:
 # _FG_NAMES (the names proxied), _FG_MODULES (standard modules the tests use unimported) and
 # _FG_ANSWERS (key -> [status, value]).
 TESTER = (
-    CODEC
+    RUNTIME
     + r'''
-import builtins as _fg_builtins, contextlib as _fg_ctx, io as _fg_io
-import random as _fg_random, signal as _fg_signal, sys as _fg_sys
+import random as _fg_random
 
-_FG_OUT = _fg_sys.stdout
 _FG_STATE = {"pending": False}
-
-
-class _FgTimeout(BaseException):
-    pass
-
-
-def _fg_alarm(signum, frame):
-    raise _FgTimeout()
-
-
-def _fg_emit(*parts):
-    _FG_OUT.write(_FG_NONCE + " " + _fg_json.dumps(parts) + "\n")
-    _FG_OUT.flush()
 
 
 class _FgPending:
@@ -263,20 +256,12 @@ class _FgProxy:
 
 def _fg_run(source, name, namespace):
     try:
-        _fg_signal.setitimer(_fg_signal.ITIMER_REAL, _FG_LIMIT)
-        try:
-            with _fg_ctx.redirect_stdout(_fg_io.StringIO()):
-                exec(compile(source, name, "exec"), namespace)
-        finally:
-            _fg_signal.setitimer(_fg_signal.ITIMER_REAL, 0)
-    except _FgTimeout:
-        return "timeout after %g s" % _FG_LIMIT
+        _fg_limited(exec, compile(source, name, "exec"), namespace)
     except BaseException as exc:
-        return ("%s: %s" % (type(exc).__name__, exc))[:300]
+        return _fg_error(exc)
     return None
 
 
-_fg_signal.signal(_fg_signal.SIGALRM, _fg_alarm)
 _fg_random.seed(0)  # tests that draw random inputs draw the same ones in every round
 _fg_ns = {"__name__": "tests", "__builtins__": _fg_builtins, "_fg_failed": _fg_failed}
 if _FG_SETUP:
@@ -290,8 +275,8 @@ for _fg_name in _FG_NAMES:
     _fg_ns[_fg_name] = _FgProxy(_fg_name)
 for _fg_i, _fg_test in enumerate(_FG_TESTS):
     _FG_STATE["pending"] = False
-    _fg_error = _fg_run(_fg_test, "<test %d>" % _fg_i, _fg_ns)
-    _fg_emit("test", _fg_i, "incomplete" if _FG_STATE["pending"] else "done", _fg_error)
+    _fg_failure = _fg_run(_fg_test, "<test %d>" % _fg_i, _fg_ns)
+    _fg_emit("test", _fg_i, "incomplete" if _FG_STATE["pending"] else "done", _fg_failure)
 _fg_emit("end")
 '''
 )
