@@ -144,21 +144,6 @@ class Clock:
         return False
 
 
-def timed(totals: dict, name: str, fn):
-    """``fn`` with its synchronised seconds added to ``totals[name]``."""
-
-    def recording(*args, **kwargs):
-        sync()
-        start = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            sync()
-            totals[name] = totals.get(name, 0.0) + time.perf_counter() - start
-
-    return recording
-
-
 def device_info() -> dict:
     """The machine the numbers were taken on."""
     import platform

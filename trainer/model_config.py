@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from flowgrpo.configuration import check
-from flowgrpo.operators.random_models import RANDOM_PREFIX, SHAPES, is_random_name
+from flowgrpo.operators.random_models import is_random_name, random_shape
 
 __all__ = ["LoraSettings", "ModelConfig"]
 
@@ -41,13 +41,11 @@ class ModelConfig:
     init_adapter: str | None = None
 
     def __post_init__(self):
-        shape = str(self.name_or_path).removeprefix(RANDOM_PREFIX)
-        check(
-            not is_random_name(self.name_or_path) or shape in SHAPES,
-            "model.name_or_path",
-            f"unknown random shape {shape!r}; choose one of "
-            + ", ".join(RANDOM_PREFIX + s for s in SHAPES),
-        )
+        if is_random_name(self.name_or_path):
+            try:
+                random_shape(self.name_or_path)  # its error lists the shapes
+            except ValueError as exc:
+                check(False, "model.name_or_path", str(exc))
         check(
             self.init_adapter is None or bool(str(self.init_adapter).strip()),
             "model.init_adapter",
