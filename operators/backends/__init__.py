@@ -35,9 +35,22 @@ BackendFactory = Callable[..., LLM]
 BACKENDS: Registry[BackendFactory] = Registry("executor backend")
 
 
-def register_backend(kind: str, factory: BackendFactory) -> BackendFactory:
-    """Register ``factory`` under ``kind``; registering a kind twice raises ``ValueError``."""
-    return BACKENDS.register(kind, factory)
+def register_backend(
+    kind: str, factory: BackendFactory, *, check: Callable[..., None] | None = None
+) -> BackendFactory:
+    """Register ``factory`` under ``kind``; registering a kind twice raises ``ValueError``.
+
+    ``check(section, task)``: the kind's own check of a run's executor section (its
+    ``options``) and of the run's task spec, called when the run is built, before any model
+    loads (:func:`flowgrpo.operators.executor.check_executor`); it raises ``ValueError`` (or
+    ``ConfigError``) naming the field. None: the kind takes no options.
+    """
+    return BACKENDS.register(kind, factory, check=check)
+
+
+def backend_check(kind: str) -> Callable[..., None] | None:
+    """The ``check`` registered with backend ``kind`` (None when it gave none)."""
+    return BACKENDS.meta(kind).get("check") if kind in BACKENDS else None
 
 
 def available_backends() -> tuple[str, ...]:

@@ -32,8 +32,9 @@ from flowgrpo.operators.simulation.metrics import (
     simulated_summary,
     simulation_metrics,
 )
+from flowgrpo.operators.simulation.settings import check_simulated
 
-register_backend("simulated", make_simulated)  # a SIMULATED executor, not a model
+register_backend("simulated", make_simulated, check=check_simulated)  # SIMULATED, not a model
 register_metrics_hook("sim", SIM_HOOK)
 
 __all__ = [

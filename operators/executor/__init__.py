@@ -17,11 +17,7 @@ from flowgrpo.operators.executor.build import (
     executor_limits,
     probe_executor,
 )
-from flowgrpo.operators.executor.section import (
-    ExecutorConfig,
-    move_deprecated_keys,
-    moved_overrides,
-)
+from flowgrpo.operators.executor.section import ExecutorConfig
 
 __all__ = [
     "BUILT_IN_KINDS",
@@ -29,7 +25,5 @@ __all__ = [
     "build_executor",
     "check_executor",
     "executor_limits",
-    "move_deprecated_keys",
-    "moved_overrides",
     "probe_executor",
 ]

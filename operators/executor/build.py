@@ -21,7 +21,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from flowgrpo.operators.backends import find_backend, make_backend
+from flowgrpo.operators.backends import backend_check, find_backend, make_backend
 from flowgrpo.operators.executor.section import ExecutorConfig
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.llm import LLM
@@ -39,16 +39,25 @@ __all__ = [
 BUILT_IN_KINDS = ("shared", "hf", "openai")
 
 
-def check_executor(section: ExecutorConfig) -> tuple[str, ...]:
+def check_executor(section: ExecutorConfig, task: str | None = None) -> tuple[str, ...]:
     """Look ``section.kind`` up without building anything (a built-in plugin of that kind is
-    imported now, registering its backend and hooks); the backend kinds it names in
-    ``BACKENDS`` (empty for shared, hf and openai). ``ValueError`` naming ``executor.kind``."""
+    imported now, registering its backend and hooks) and run the kind's own ``check`` on the
+    section's ``options`` and on ``task`` (a task spec; None: not checked); the backend kinds it
+    names in ``BACKENDS`` (empty for shared, hf and openai). ``ValueError`` naming the field."""
     if section.kind in BUILT_IN_KINDS:
         return ()
     try:
         find_backend(section.kind)
     except ValueError as exc:
         raise ValueError(f"executor.kind: {exc}; or {', '.join(BUILT_IN_KINDS)}") from None
+    check = backend_check(section.kind)
+    if check is not None:
+        check(section, task)
+    elif section.options:
+        raise ValueError(
+            f"executor.options: executor kind {section.kind!r} registered no check of options, "
+            "so it takes none; remove them or register the kind with check="
+        )
     return (section.kind,)
 
 

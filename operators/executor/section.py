@@ -1,25 +1,18 @@
-"""The ``executor:`` section of a config (:class:`ExecutorConfig`) and the old flat
-``rollout.executor*`` keys it replaces (read for one release, with a deprecation message).
+"""The ``executor:`` section of a config (:class:`ExecutorConfig`).
 
-Data only: checking, no backend (:mod:`.build` builds one). Which kinds there are is looked up
-when the run is built, not here.
+Data only: checking, no backend (:mod:`.build` builds one). Which kinds there are, and what a
+plugin kind's ``options`` may hold, are looked up when the run is built, not here.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
-import yaml
+from flowgrpo.configuration import ConfigError, check, from_dict
 
-from flowgrpo.configuration import ConfigError, check
-from flowgrpo.operators.simulation.settings import SimulationSettings
-
-__all__ = ["ExecutorConfig", "move_deprecated_keys", "moved_overrides"]
-
-logger = logging.getLogger(__name__)
+__all__ = ["ExecutorConfig"]
 
 
 @dataclass(frozen=True)
@@ -50,9 +43,10 @@ class ExecutorConfig:
         max_calls: executor calls one workflow run may make (calls; Programmer/Test retries
             count).
         max_seconds: wall-clock budget of one workflow run (seconds, across batched rounds).
-        simulation: seed and parameters of the simulated executor
-            (:class:`~flowgrpo.operators.simulation.settings.SimulationSettings`; read only
-            when kind is simulated).
+        options: settings of a plugin kind, a mapping its plugin reads and checks when the run
+            is built (the ``check`` its ``register_backend`` gave): kind simulated takes
+            ``seed``, ``params`` and ``sandbox`` (docs/SIMULATED_EXECUTOR.md). Empty for the
+            built-in kinds.
     """
 
     kind: str = "shared"
@@ -64,22 +58,7 @@ class ExecutorConfig:
     backoff_s: float = 0.5
     max_calls: int = 12
     max_seconds: float = 120.0
-    simulation: SimulationSettings = field(default_factory=SimulationSettings)
-
-    #: The flat ``rollout`` keys of releases before 0.3 -> the field of this section that
-    #: replaces each (read for one release, with a deprecation message; trainer.config).
-    DEPRECATED_ROLLOUT_KEYS: ClassVar[dict[str, str]] = {
-        "executor": "kind",
-        "executor_model": "model",
-        "executor_base_url": "base_url",
-        "executor_max_new_tokens": "max_new_tokens",
-        "executor_timeout_s": "timeout_s",
-        "executor_max_retries": "max_retries",
-        "executor_backoff_s": "backoff_s",
-        "executor_max_calls": "max_calls",
-        "executor_max_seconds": "max_seconds",
-        "simulation": "simulation",
-    }
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
         check(  # a plugin's backend kind or dotted path is looked up when the run is built
@@ -98,84 +77,25 @@ class ExecutorConfig:
         check(self.backoff_s >= 0, "executor.backoff_s", "must be >= 0 seconds")
         check(self.max_calls >= 1, "executor.max_calls", "must be >= 1 (calls per workflow)")
         check(self.max_seconds > 0, "executor.max_seconds", "must be > 0 seconds")
+        check(
+            isinstance(self.options, Mapping),
+            "executor.options",
+            "expected a mapping of the executor plugin's settings, e.g. {seed: 0}",
+        )
+        check(
+            not self.options or self.kind not in ("shared", "hf", "openai"),
+            "executor.options",
+            f"kind {self.kind} takes no options; they are settings of a plugin kind "
+            "(e.g. simulated)",
+        )
 
-    def check_task(self, task: str) -> None:
-        """``ConfigError`` when this executor cannot run the problems of ``task`` (a task
-        spec, ``rollout.task``); each backend's settings say which it cannot."""
-        self.simulation.check_task(self.kind, task)
-
-
-def _deprecated(old: str, new: str, where: str) -> None:
-    logger.warning(
-        "%s: rollout.%s is deprecated and will be removed in the next release; it is read as "
-        "executor.%s (write that instead)", where, old, new,
-    )  # fmt: skip
-
-
-def move_deprecated_keys(data: dict, where: str = "config") -> dict:
-    """Move the old flat ``rollout.executor*`` / ``rollout.simulation`` keys of raw config
-    ``data`` to the ``executor`` section, with a deprecation message naming both keys.
-
-    Setting an old key and its new key to different values is a ``ConfigError``. ``where``
-    (a file name, or ``config``) begins each message. Returns ``data``, changed in place."""
-    old_to_new = ExecutorConfig.DEPRECATED_ROLLOUT_KEYS
-    rollout = data.get("rollout")
-    old_keys = [key for key in rollout if key in old_to_new] if isinstance(rollout, dict) else []
-    if not old_keys:
-        return data
-    section = data.get("executor")
-    if section is None:
-        section = data["executor"] = {}
-    if not isinstance(section, dict):
-        raise ConfigError(f"executor: expected a mapping, got {section!r}")
-    for old in old_keys:
-        new, value = old_to_new[old], rollout.pop(old)
-        if new in section and section[new] != value:
+    @classmethod
+    def _from_raw(cls, value: Any, path: str) -> ExecutorConfig:
+        """From YAML data; the section's old ``simulation`` key (before 0.3) is named with the
+        key that replaced it."""
+        if isinstance(value, Mapping) and "simulation" in value:
             raise ConfigError(
-                f"rollout.{old} (deprecated) = {value!r} and executor.{new} = {section[new]!r} "
-                f"are both set: keep executor.{new} only"
+                f"{path}simulation: the simulated executor's settings are now {path}options "
+                "(seed, params, sandbox): rename the key"
             )
-        section[new] = value
-        _deprecated(old, new, where)
-    return data
-
-
-def _new_key(assignment: str) -> str:
-    """``rollout.<old key>...=v`` as ``executor.<new field>...=v`` (with the message)."""
-    old_to_new = ExecutorConfig.DEPRECATED_ROLLOUT_KEYS
-    dotted, sep, raw = assignment.partition("=")
-    keys = dotted.strip().split(".")
-    old = keys[1].rstrip(":") if len(keys) > 1 else ""
-    if keys[0] != "rollout" or old not in old_to_new:
-        return assignment
-    _deprecated(old, old_to_new[old], "--set")
-    keys[:2] = ["executor", old_to_new[old] + keys[1][len(old) :]]
-    return ".".join(keys) + sep + raw
-
-
-def _value(raw: str) -> Any:
-    try:
-        return yaml.safe_load(raw)
-    except yaml.YAMLError:  # reported when the override is applied
-        return raw
-
-
-def moved_overrides(overrides: Sequence[str]) -> tuple[str, ...]:
-    """The ``--set`` assignments with each old ``rollout.<key>`` rewritten as
-    ``executor.<field>`` (with a deprecation message naming both keys). An old and a new key
-    given different values in the same command is a ``ConfigError``."""
-    moved, given = [], {}  # target key -> (value, assignment as written, written with old key)
-    for assignment in overrides:
-        new = _new_key(assignment)
-        dotted, _, raw = new.partition("=")
-        target, value, old = dotted.rstrip(":").strip(), _value(raw), new != assignment
-        earlier = given.get(target)
-        if earlier is not None and earlier[2] != old and earlier[0] != value:
-            first, second = (earlier[1], assignment) if earlier[2] else (assignment, earlier[1])
-            raise ConfigError(
-                f"--set {first} (deprecated) and --set {second} give {target} different "
-                f"values: keep --set {second} only"
-            )
-        given[target] = (value, assignment, old)
-        moved.append(new)
-    return tuple(moved)
+        return from_dict(cls, value, path)

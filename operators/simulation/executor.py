@@ -38,7 +38,7 @@ from flowgrpo.operators.llm import GenerationRequest, GenerationResult
 from flowgrpo.operators.sandbox import ExecResult
 from flowgrpo.operators.simulation import model
 from flowgrpo.operators.simulation.params import Probs, SimulationParams
-from flowgrpo.operators.simulation.settings import SANDBOXES
+from flowgrpo.operators.simulation.settings import SANDBOXES, simulation_settings
 
 logger = logging.getLogger(__name__)
 
@@ -307,10 +307,10 @@ NOTICE = (
 
 def make_simulated(section: Any = None, **kwargs: Any) -> SimulatedExecutor:
     """The factory registered as backend ``"simulated"``: from a run's executor section
-    (``section.simulation``: seed and params; the notice is logged), or from ``params``
+    (``section.options``: seed, params, sandbox; the notice is logged), or from ``params``
     (mapping) and ``seed``."""
     if section is not None:
-        settings = section.simulation
+        settings = simulation_settings(section)
         logger.warning(NOTICE.format(seed=settings.seed, digest=settings.params.digest()))
         return SimulatedExecutor(settings.params, seed=settings.seed, sandbox=settings.sandbox)
     unknown = sorted(set(kwargs) - {"params", "seed", "sandbox"})

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from flowgrpo.metrics_hooks import MetricsHook
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.simulation import SimulationParams, analyze, regret
+from flowgrpo.operators.simulation.settings import simulation_settings
 
 SIM_KEYS = (
     "sim/regret",
@@ -46,7 +47,7 @@ class RegretSettings:
     """What regret is measured with: the simulation, the run's call budget and its trade-off.
 
     Attributes:
-        params: the simulated executor's parameters (``executor.simulation.params``).
+        params: the simulated executor's parameters (``executor.options.params``).
         limits: the run's executor limits (the call budget changes what a workflow achieves).
         accuracy_weight / cost_weight / cost_max_calls: the expected reward the best workflow
             maximises (see the module docstring).
@@ -78,7 +79,7 @@ def regret_settings(config, limits: Limits) -> RegretSettings | None:
     if accuracy == 0.0 and cost == 0.0:
         accuracy = 1.0
     return RegretSettings(
-        section.simulation.params,
+        simulation_settings(section).params,
         limits,
         accuracy,
         cost,

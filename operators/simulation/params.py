@@ -237,7 +237,7 @@ class SimulationParams:
         # Per-difficulty fields accept one number, three, or a {difficulty: p} mapping: turn
         # them into the tuple the field holds, then build with the one config style.
         data = {k: _per_difficulty(k, v) if k in PER_DIFFICULTY else v for k, v in data.items()}
-        return from_dict(cls, data, "executor.simulation.params.")
+        return from_dict(cls, data, "executor.options.params.")
 
 
 @lru_cache(maxsize=4096)

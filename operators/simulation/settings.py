@@ -1,7 +1,10 @@
-"""The simulated executor's settings: the ``executor.simulation`` section (seed and parameters).
+"""The simulated executor's settings: ``executor.options`` of a run whose ``executor.kind`` is
+``simulated`` (seed, parameters, sandbox).
 
-Data only: parsing and checking, no backend (that is :mod:`.executor`, registered by the
-plugin module :mod:`flowgrpo.operators.backends.simulated`).
+The plugin's own section: the core config keeps it as a mapping (``ExecutorConfig.options``);
+:func:`simulation_settings` reads it and :func:`check_simulated` (the ``check`` the plugin
+module :mod:`flowgrpo.operators.backends.simulated` registers with its backend) checks it when
+the run is built. Data only: parsing and checking, no backend (that is :mod:`.executor`).
 """
 
 from __future__ import annotations
@@ -9,11 +12,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from flowgrpo.configuration import ConfigError, check, from_dict
 from flowgrpo.operators.simulation.params import SimulationParams
 
-__all__ = ["SANDBOXES", "SimulationSettings"]
+__all__ = ["SANDBOXES", "SimulationSettings", "check_simulated", "simulation_settings"]
 
 #: Who runs the simulated Programmer's programs (``executor.simulation.sandbox``).
 SANDBOXES = ("process", "in_process")
@@ -24,7 +28,8 @@ _CODE_TASKS = ("mbpp", "humaneval")
 
 @dataclass(frozen=True)
 class SimulationSettings:
-    """The SIMULATED executor (``executor.kind: simulated``): not a model. Each operator call
+    """The SIMULATED executor (``executor.kind: simulated``, these in ``executor.options``): not
+    a model. Each operator call
     succeeds, detects, fixes or votes with documented probabilities; answers still run through
     the real interpreter, sandbox and checkers (docs/SIMULATED_EXECUTOR.md). Because every
     workflow's expected accuracy is then known exactly, each metrics line carries ``sim/*``
@@ -51,7 +56,7 @@ class SimulationSettings:
     def __post_init__(self):
         check(
             self.sandbox in SANDBOXES,
-            "executor.simulation.sandbox",
+            "executor.options.sandbox",
             "use " + " or ".join(SANDBOXES),
         )
 
@@ -70,12 +75,20 @@ class SimulationSettings:
             raise ConfigError(f"{path}params: {exc}") from None
         return dataclasses.replace(from_dict(cls, data, path), params=params)
 
-    def check_task(self, kind: str, task: str) -> None:
-        """``ConfigError`` when executor ``kind`` is the simulated one and ``task`` (a task
-        spec) is not math: the simulation models math problems only."""
-        check(
-            kind != "simulated" or task.split(":")[0].lower() not in _CODE_TASKS,
-            "executor.kind",
-            f"the SIMULATED executor models math problems only, not task {task!r}; use "
-            "arithmetic or gsm8k:PATH, or another executor",
-        )
+
+def simulation_settings(section: Any) -> SimulationSettings:
+    """The settings in ``section.options`` (an ``ExecutorConfig``); ``ConfigError`` naming the
+    field for an unknown name or a bad value."""
+    return SimulationSettings._from_raw(section.options, "executor.options.")
+
+
+def check_simulated(section: Any, task: str | None = None) -> None:
+    """The simulated kind's check (registered with its backend): its options parse, and
+    ``task`` (a task spec; None: not checked) is math, the only problems it models."""
+    simulation_settings(section)
+    check(
+        task is None or task.split(":")[0].lower() not in _CODE_TASKS,
+        "executor.kind",
+        f"the SIMULATED executor models math problems only, not task {task!r}; use "
+        "arithmetic or gsm8k:PATH, or another executor",
+    )

@@ -4,7 +4,7 @@ Holds: ``advantages`` (advantage estimators: grpo, dr_grpo, rloo, global, gdpo),
 (policy losses, aggregations and the one training objective), ``logprobs`` (per-token log-probs
 and entropies of sampled completions at the sampling temperature).
 
-May import: torch, ``flowgrpo.registry``, ``flowgrpo.configuration`` (``LossConfig``'s checks)
-and ``flowgrpo.rewards`` (the weighted sum). Nothing else of the trainer: the loop calls these,
-never the other way round.
+May import: torch, ``flowgrpo.registry``, ``flowgrpo.configuration``, ``flowgrpo.rewards`` (the
+weighted sum) and ``.config`` (``LossConfig``, ``EntropyControl``: their settings, as data).
+Nothing else of the trainer: the loop calls these, never the other way round.
 """

@@ -1,4 +1,5 @@
-"""Policy losses and loss aggregations, registered by name, and their config.
+"""Policy losses and loss aggregations, registered by name (their settings: ``LossConfig``,
+in :mod:`flowgrpo.trainer.config.algorithm`).
 
 The one training objective that combines them lives in :mod:`.objective`.
 
@@ -22,14 +23,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from flowgrpo.configuration import ConfigError, check
+from flowgrpo.configuration import ConfigError
 from flowgrpo.registry import Registry
 from flowgrpo.trainer.algorithms.tokens import as_bool, clean, masked_mean, token_covariance
+from flowgrpo.trainer.config.algorithm import LossConfig
 
 #: ``fn(logp_NT, old_logp_NT, adv_N, mask_NT(bool), config, select_NT) -> (loss_NT, metrics)``
 PolicyLossFn = Callable[..., "tuple[Tensor, dict[str, float]]"]
@@ -78,142 +79,15 @@ def get_aggregation(name: str) -> AggregationFn:
     return AGGREGATIONS.get(name)
 
 
-# --------------------------------------------------------------------------- config
-
-
-@dataclass(frozen=True)
-class LossConfig:
-    """Settings of ``policy_objective``; every field is checked in ``__post_init__``.
-
-    Attributes:
-        policy_loss: registered policy loss: ``clip`` | ``gspo`` | ``clip_cov`` | ``kl_cov``.
-        loss_agg: registered aggregation. Default ``seq_mean_token_sum_norm`` (Dr. GRPO, arXiv
-            2503.20783): every valid token weighs 1 / (N * max_new_tokens) whatever the
-            completion lengths, so there is no length bias (``seq_mean_token_mean`` penalises
-            a long wrong completion less per token, which rewards rambling prose), and the
-            weight does not depend on how the batch is split into micro-batches of equal
-            sizes (unlike ``token_mean``, whose denominator is each micro-batch's token count).
-        max_new_tokens: the generation budget, Dr. GRPO's constant normaliser (tokens). Derived
-            in ONE place, ``TrainConfig.__post_init__``, from ``rollout.max_new_tokens`` when
-            left None in a training config; must then equal it (a different constant silently
-            rescales every gradient). Required when using this class alone with
-            ``seq_mean_token_sum_norm``.
-        epsilon_low, epsilon_high: PPO clip range [1 - low, 1 + high] of ``clip`` and
-            ``clip_cov``. Defaults 0.2 / 0.28: DAPO's clip-higher (arXiv 2503.14476), which
-            lets low-probability tokens grow further and slows entropy collapse.
-        gspo_epsilon_low, gspo_epsilon_high: clip range of the *sequence* ratio of ``gspo``;
-            3e-4 / 4e-4 as in the GSPO paper (arXiv 2507.18071): a length-normalised ratio
-            moves far less than a token ratio.
-        clip_cov_ratio, clip_cov_lb, clip_cov_ub: Clip-Cov (arXiv 2505.22617): among tokens
-            whose centred covariance lies strictly in (lb, ub), a random ``ratio`` share of
-            the valid tokens (at least 1) gets no gradient. 2e-4, 1, 5 as in the paper's
-            scripts (PRIME-RL/Entropy-Mechanism-of-RL, recipe/dapo/7b_clip_cov.sh) and
-            verl's fallback values. The share is of the whole step's valid tokens, however
-            the step is split into micro-batches (``objective.batch_stats``).
-        kl_cov_ratio, kl_cov_coef: KL-Cov (arXiv 2505.22617): the top ``ratio`` share of valid
-            tokens (at least 1) by covariance get ``coef * |logp - old_logp|`` added. 2e-3
-            ("k_percent=0.2", i.e. 0.2 %) and 1 as in the paper's 7B script
-            (same repository, recipe/dapo/7b_kl_cov.sh); verl falls back to 2e-4 when unset.
-        beta: weight of the k3 KL to the reference policy (Schulman's estimator, as GRPO,
-            arXiv 2402.03300). 0 = no reference forward pass needed.
-        reference: the policy the KL anchors to. ``base``: the base weights, adapter disabled
-            (TRL's GRPOTrainer with PEFT). ``init_adapter``: the adapter the run started from
-            (``model.init_adapter``), loaded a second time and frozen, as TRL's DPO
-            ``ref_adapter_name``: a format-trained start writes workflows where the base model
-            writes prose, so the KL keeps the run near a policy that writes many workflows.
-        entropy_coef: entropy bonus; minimising the total with entropy_coef > 0 RAISES the
-            entropy (a negative value is an entropy penalty). Default 0.
-        top_entropy_frac: if set, only the top fraction of valid tokens by entropy get policy
-            gradient ("Beyond the 80/20 rule", arXiv 2506.01939, uses 0.2). None = all.
-        mask_truncated: give completions flagged truncated (hit max_new_tokens) mask 0, so an
-            unfinished completion is neither rewarded nor punished (DAPO's overlong
-            filtering); ``policy_objective`` then requires ``truncated_N``.
-    """
-
-    policy_loss: str = "clip"
-    loss_agg: str = "seq_mean_token_sum_norm"
-    max_new_tokens: int | None = None
-    epsilon_low: float = 0.2
-    epsilon_high: float = 0.28
-    gspo_epsilon_low: float = 3e-4
-    gspo_epsilon_high: float = 4e-4
-    clip_cov_ratio: float = 2e-4
-    clip_cov_lb: float = 1.0
-    clip_cov_ub: float = 5.0
-    kl_cov_ratio: float = 2e-3
-    kl_cov_coef: float = 1.0
-    beta: float = 0.0
-    reference: str = "base"
-    entropy_coef: float = 0.0
-    top_entropy_frac: float | None = None
-    mask_truncated: bool = False
-
-    def __post_init__(self) -> None:
-        for name in ("policy_loss", "loss_agg"):
-            value = getattr(self, name)
-            check(
-                isinstance(value, str) and bool(value.strip()),
-                f"algorithm.loss.{name}",
-                f"got {value!r}; name a registered one or a dotted path 'pkg.mod:fn'",
-            )
-        for name, ok, fix in _RULES:
-            check(
-                ok(getattr(self, name)),
-                f"algorithm.loss.{name}",
-                f"got {getattr(self, name)!r}; {fix}",
-            )
-        check(
-            self.clip_cov_lb < self.clip_cov_ub,
-            "algorithm.loss.clip_cov_lb",
-            f"{self.clip_cov_lb!r} must be below clip_cov_ub={self.clip_cov_ub!r}",
-        )
-
-    def check_names(self) -> None:
-        """Look ``policy_loss`` and ``loss_agg`` up in their registries (a dotted path is imported
-        and registered here); ``ConfigError`` naming the field. Not done at construction (config
-        is data): the run environment's build calls it after importing the plugins."""
-        for name, registry in (("policy_loss", POLICY_LOSSES), ("loss_agg", AGGREGATIONS)):
-            try:
-                registry.get(getattr(self, name))
-            except ValueError as exc:
-                raise ConfigError(f"algorithm.loss.{name}: {exc}") from None
-
-
-def _real(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-#: what ``reference`` may name (the KL's anchor; see LossConfig)
-REFERENCES = ("base", "init_adapter")
-_UNIT = "use a value in [0, 1): the ratio floor 1 - epsilon must stay positive"
-_SHARE = "a share of tokens: use a value in (0, 1]"
-_NONNEG = "use a finite number >= 0"
-#: (field, check, how to fix) for LossConfig.__post_init__
-_RULES: tuple[tuple[str, Callable[[object], bool], str], ...] = (
-    (
-        "max_new_tokens",
-        lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
-        "use the rollout's generation budget, an int >= 1",
-    ),
-    ("epsilon_low", lambda v: _real(v) and 0 <= v < 1, _UNIT),
-    ("epsilon_high", lambda v: _real(v) and v >= 0, _NONNEG),
-    ("gspo_epsilon_low", lambda v: _real(v) and 0 <= v < 1, _UNIT),
-    ("gspo_epsilon_high", lambda v: _real(v) and v >= 0, _NONNEG),
-    ("clip_cov_ratio", lambda v: _real(v) and 0 < v <= 1, _SHARE),
-    ("clip_cov_lb", _real, "use a finite number"),
-    ("clip_cov_ub", _real, "use a finite number"),
-    ("kl_cov_ratio", lambda v: _real(v) and 0 < v <= 1, _SHARE),
-    ("kl_cov_coef", lambda v: _real(v) and v >= 0, _NONNEG),
-    ("beta", lambda v: _real(v) and v >= 0, _NONNEG),
-    ("reference", lambda v: v in REFERENCES, "use base or init_adapter (needs model.init_adapter)"),
-    ("entropy_coef", _real, "use a finite number (> 0 raises entropy, < 0 lowers it)"),
-    (
-        "top_entropy_frac",
-        lambda v: v is None or (_real(v) and 0 < v <= 1),
-        "use None (all tokens) or a fraction in (0, 1], e.g. 0.2",
-    ),
-    ("mask_truncated", lambda v: isinstance(v, bool), "use true or false"),
-)
+def check_loss_names(config: LossConfig) -> None:
+    """Look ``policy_loss`` and ``loss_agg`` of ``config`` up in their registries (a dotted path
+    is imported and registered here); ``ConfigError`` naming the field. Not done when the config
+    is built (config is data): the run environment's build calls it after importing plugins."""
+    for name, registry in (("policy_loss", POLICY_LOSSES), ("loss_agg", AGGREGATIONS)):
+        try:
+            registry.get(getattr(config, name))
+        except ValueError as exc:
+            raise ConfigError(f"algorithm.loss.{name}: {exc}") from None
 
 
 # --------------------------------------------------------------------------- helpers

@@ -37,6 +37,7 @@ from flowgrpo.operators.llm import LLM
 from flowgrpo.operators.tasks import load_task
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.algorithms.advantages import ESTIMATORS
+from flowgrpo.trainer.algorithms.losses import check_loss_names
 from flowgrpo.trainer.config import TrainConfig
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop.metric_hooks import ActiveHook, start_hooks
@@ -79,14 +80,14 @@ def check_names(config: TrainConfig) -> Mapping[str, tuple[str, ...]]:
         ESTIMATORS.get(config.algorithm.advantage)
     except ValueError as exc:
         raise ConfigError(f"algorithm.advantage: {exc}") from None
-    config.algorithm.loss.check_names()
+    check_loss_names(config.algorithm.loss)
     try:
         config.rewards.check_names()
     except ValueError as exc:
         raise ConfigError(f"rewards: {exc}") from None
     config.health.check_names()
     try:  # a kind of BACKENDS (a plugin's, a built-in plugin's, 'pkg.mod:make') is imported
-        backends = check_executor(config.executor)
+        backends = check_executor(config.executor, config.rollout.task)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     loss = config.algorithm.loss

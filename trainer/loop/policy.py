@@ -81,34 +81,6 @@ def merged_adapter(model, enabled: bool = True) -> Iterator[None]:
                     params[name].copy_(saved)
 
 
-#: name of the frozen copy of the start adapter (``algorithm.loss.reference: init_adapter``)
-REFERENCE_ADAPTER = "reference"
-
-
-def add_reference_adapter(model, path) -> None:
-    """Load the adapter at ``path`` a second time, frozen, as the KL's reference; the trained
-    adapter stays the active one (TRL's DPO ``ref_adapter_name`` does the same)."""
-    active = model.active_adapter
-    model.load_adapter(str(path), adapter_name=REFERENCE_ADAPTER, is_trainable=False)
-    model.set_adapter(active)  # load_adapter does not switch; this keeps it explicit
-
-
-@contextlib.contextmanager
-def reference_policy(model, reference: str = "base") -> Iterator[None]:
-    """The KL's reference policy (``algorithm.loss.reference``): the base weights with the
-    adapter off, or the frozen start adapter switched in (frozen: ``inference_mode``)."""
-    if reference == "base":
-        with adapter_disabled(model):
-            yield
-        return
-    active = model.active_adapter
-    model.set_adapter(REFERENCE_ADAPTER, inference_mode=True)
-    try:
-        yield
-    finally:
-        model.set_adapter(active)  # trainable again; the reference stays frozen
-
-
 @contextlib.contextmanager
 def adapter_disabled(model) -> Iterator[None]:
     """The reference / executor model: the policy's base weights with the adapter off."""

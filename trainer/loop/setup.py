@@ -16,8 +16,8 @@ from transformers import get_scheduler
 from flowgrpo.operators.cache import ExecutionCache
 from flowgrpo.operators.executor import build_executor, executor_limits
 from flowgrpo.operators.models import load_model, with_pad_token
-from flowgrpo.trainer.loop.init_adapter import adapter_dir, load_init_adapter
-from flowgrpo.trainer.loop.policy import add_reference_adapter, wrap_lora
+from flowgrpo.trainer.loop.init_adapter import load_init_adapter
+from flowgrpo.trainer.loop.policy import wrap_lora
 from flowgrpo.trainer.loop.rundir import finish_resume, prepare_run_dir
 from flowgrpo.trainer.monitoring.metrics import MetricsWriter
 from flowgrpo.trainer.monitoring.trackers import accelerator_kwargs, start_trackers
@@ -43,8 +43,6 @@ def policy(cfg, model=None, tokenizer=None, device=None):
         raise ValueError("a model was passed without its tokenizer")
     if m.init_adapter:  # model.init_adapter: start from a saved adapter (its shape checked)
         peft_model = load_init_adapter(model, m.init_adapter, cfg.lora, m.gradient_checkpointing)
-        if cfg.algorithm.loss.reference == "init_adapter" and cfg.algorithm.loss.beta > 0:
-            add_reference_adapter(peft_model, adapter_dir(m.init_adapter))
     else:
         peft_model = wrap_lora(model, cfg.lora, m.gradient_checkpointing)
     tokenizer = with_pad_token(tokenizer)  # a tokenizer passed in may have none
@@ -109,15 +107,6 @@ def prepare_run(cfg, run_dir: Path, resume: bool, overwrite: bool, main_process:
     """Run-directory checks, then (main process) clear an overwritten run and write config.yaml;
     the checkpoint to resume from or None (see :mod:`.rundir`)."""
 
-    control = cfg.algorithm.entropy_control
-    hotter = control.target is not None and control.temperature_delta > 0
-    if hotter and cfg.rollout.constrained == "off":
-        logger.warning(  # a hotter unconstrained sample is more often prose (the seed's failure)
-            "algorithm.entropy_control raises the sampling temperature (up to %.2f) while "
-            "rollout.constrained is off: hotter samples write more prose; set "
-            "rollout.constrained: grammar, or keep max_temperature near rollout.temperature",
-            control.max_temperature,
-        )  # fmt: skip
     if cfg.rollout.tie_temperature is not None and cfg.rollout.constrained == "off":
         logger.warning(  # the same reason: a hot unconstrained sample is often prose
             "rollout.tie_temperature resamples tied steps at %.2f (up to %.2f) while "

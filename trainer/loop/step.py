@@ -7,8 +7,8 @@
 2. the guard's decision on those metrics (``monitoring.collapse``), in the Trainer.
 3. :func:`collect` — with dynamic sampling (DAPO, arXiv 2503.14476), drop groups with no
    learning signal and replace them with groups of fresh problems: the batch to train on.
-   When every group tied, the replacement rounds sample at ``rollout.tie_temperature``
-   (:func:`tie_temperature`; the response to a deadlock).
+   When every group tied, the replacement rounds sample at the step state's tie temperature
+   (``rollout.tie_temperature``; :mod:`.state`; the response to a deadlock).
 4. :func:`compute_train_advantages` — advantages ONCE, on exactly the batch that is trained;
    :func:`train_metrics` and :func:`sample_rows` (each sample with the advantage it was
    trained with; null when it was not trained on).
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -40,7 +40,7 @@ from flowgrpo.rewards import (
     weighted_sum,
 )
 from flowgrpo.trainer.algorithms.advantages import compute_advantages, group_stats
-from flowgrpo.trainer.config import RolloutConfig, TrainConfig
+from flowgrpo.trainer.config import TrainConfig
 from flowgrpo.trainer.loop.constrain import sampling_limits
 from flowgrpo.trainer.loop.environment import RunEnvironment
 from flowgrpo.trainer.loop.rollout import Rollout, concat_rollouts, generate_rollout
@@ -60,10 +60,8 @@ class StepEnv:
     """What sampling and scoring read (built once by the Trainer; never mutated here, except
     that scoring appends to the diversity ``history`` and the execution ``cache``).
     ``environment`` is the run's: its prompt is rendered, its operator table validates, its
-    executor runs the workflows. ``temperature``: this step's sampling temperature (None:
-    ``rollout.temperature``; the entropy controller's temperature lever sets it).
-    ``tie_temperature``: the temperature of the replacement rounds if every group of this
-    step ties (:func:`next_tie_temperature`; None: off)."""
+    executor runs the workflows. Fixed for the run: what moves between steps is the
+    :class:`~.state.StepState`."""
 
     config: TrainConfig
     model: torch.nn.Module
@@ -71,8 +69,6 @@ class StepEnv:
     environment: RunEnvironment
     cache: ExecutionCache | None
     history: RecentWorkflows
-    temperature: float | None = None
-    tie_temperature: float | None = None
 
 
 @dataclass(frozen=True)
@@ -118,16 +114,19 @@ class Collected:
     resample_temperature: float | None = None
 
 
-def sample_and_score(env: StepEnv, problems: Sequence[Problem]) -> Scored:
-    """Sample ``num_generations`` completions per problem and score them (one batched call);
-    everything after the sampling reads K from the rollout."""
+def sample_and_score(
+    env: StepEnv, problems: Sequence[Problem], temperature: float | None = None
+) -> Scored:
+    """Sample ``num_generations`` completions per problem at ``temperature`` (None:
+    ``rollout.temperature``) and score them (one batched call); everything after the sampling
+    reads K from the rollout."""
     r, run = env.config.rollout, env.environment
     rollout = generate_rollout(
         env.model,
         env.tokenizer,
         problems,
         r.num_generations,
-        r.temperature if env.temperature is None else env.temperature,
+        r.temperature if temperature is None else temperature,
         r.top_p,
         r.max_new_tokens,
         r.generate_merged,
@@ -211,8 +210,19 @@ def first_rollout(env: StepEnv, draw: Callable[[int], list[Problem]]) -> Scored:
     return sample_and_score(env, draw(env.config.rollout.problems_per_step))
 
 
-def collect(env: StepEnv, draw: Callable[[int], list[Problem]], first: Scored) -> Collected:
-    """The batch to train on, from ``first`` with dynamic sampling (see the module docstring)."""
+def collect(
+    env: StepEnv,
+    draw: Callable[[int], list[Problem]],
+    first: Scored,
+    tie_temperature: float | None = None,
+) -> Collected:
+    """The batch to train on, from ``first`` with dynamic sampling (see the module docstring).
+
+    ``tie_temperature``: the temperature of the replacement rounds when every group of
+    ``first`` tied (None: the step's own). Every group tied = the policy wrote one answer per
+    problem, so a round at the same temperature draws it again (the deadlock); a hotter round
+    samples the alternatives the policy still gives mass to, and the groups it keeps carry a
+    reward difference again (Polaris-style exploration, An et al. 2025)."""
     r, estimator = env.config.rollout, env.config.algorithm.advantage
     groups = len(first.rollout.problems)
     keep = informative_groups(first.table, estimator) if r.dynamic_sampling else list(range(groups))
@@ -220,10 +230,9 @@ def collect(env: StepEnv, draw: Callable[[int], list[Problem]], first: Scored) -
     missing, rounds, resampled = groups - len(keep), 0, 0
     tokens, gen_s, score_s = int(first.rollout.mask_NT.sum()), first.rollout.seconds, 0.0
     score_s += first.score_seconds
-    hot = tie_temperature(env) if r.dynamic_sampling and not keep else None
-    rounds_env = env if hot is None else replace(env, temperature=hot)
+    hot = tie_temperature if r.dynamic_sampling and not keep else None
     while r.dynamic_sampling and missing > 0 and rounds < r.max_resample_rounds:
-        extra = sample_and_score(rounds_env, draw(missing))
+        extra = sample_and_score(env, draw(missing), hot)
         good = informative_groups(extra.table, estimator)
         if good:
             parts.append(select_groups(extra, good))
@@ -234,35 +243,6 @@ def collect(env: StepEnv, draw: Callable[[int], list[Problem]], first: Scored) -
     train = concat_scored(parts) if parts else None
     kept = 0 if train is None else len(train.rollout.problems)
     return Collected(first, train, kept, resampled, tokens, gen_s, score_s, hot)
-
-
-def tie_temperature(env: StepEnv) -> float | None:
-    """The temperature of the replacement rounds of a step whose every group tied:
-    ``env.tie_temperature`` (never below the step's own temperature, which the entropy
-    controller may have raised), or None when it is off. Every group tied = the policy wrote
-    one answer per problem, so a round at the same temperature draws it again (the deadlock);
-    a hotter round samples the alternatives the policy still gives mass to, and the groups it
-    keeps carry a reward difference again (Polaris-style exploration, An et al. 2025)."""
-    if env.tie_temperature is None:
-        return None
-    step = env.config.rollout.temperature if env.temperature is None else env.temperature
-    return max(env.tie_temperature, step)
-
-
-def next_tie_temperature(rollout: RolloutConfig, last: Mapping | None) -> float | None:
-    """The tie temperature of the next step, from the last step's metrics line: raised by
-    ``tie_temperature_step`` (up to ``max_tie_temperature``) when the last step tied and its hot
-    rounds kept no group (a collapsed policy keeps sharpening: a fixed temperature ties again
-    after a few steps); held when they kept some; ``tie_temperature`` after an untied step.
-    Read from the metrics history, so a resumed run continues where it stopped."""
-    if rollout.tie_temperature is None:
-        return None
-    hot = None if last is None else last.get("resample_temperature")
-    if hot is None:
-        return rollout.tie_temperature
-    if last.get("kept_groups"):
-        return float(hot)
-    return min(float(hot) + rollout.tie_temperature_step, rollout.max_tie_temperature)
 
 
 def untrained(first: Scored) -> Collected:

@@ -19,11 +19,6 @@ from pathlib import Path
 import torch
 
 from flowgrpo.rewards import RecentWorkflows
-from flowgrpo.trainer.algorithms.entropy_control import (
-    applied_entropy_coef,
-    next_entropy_coef,
-    next_temperature,
-)
 from flowgrpo.trainer.config import TrainConfig
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop import step as steps
@@ -32,6 +27,13 @@ from flowgrpo.trainer.loop.environment import build_environment
 from flowgrpo.trainer.loop.interrupt import RunAbandoned, StopOnSignal
 from flowgrpo.trainer.loop.metric_hooks import rollout_hook_metrics
 from flowgrpo.trainer.loop.rollout import ProblemSampler
+from flowgrpo.trainer.loop.state import (
+    StepState,
+    initial_state,
+    next_state,
+    next_tie_temperature,
+    state_metrics,
+)
 from flowgrpo.trainer.loop.update import (
     UPDATE_KEYS,
     UpdateBatch,
@@ -90,9 +92,7 @@ class Trainer:
             max_grad_norm=cfg.optim.max_grad_norm,
             world_size=self.world,
         )
-        # algorithm.entropy_control: the coefficient and the entropy it last answered (the
-        # sampling temperature it moves lives in update_settings and the step env)
-        self.entropy_coef, self.last_entropy = cfg.algorithm.loss.entropy_coef, None
+        self.state = initial_state(cfg)  # what changes between steps (loop.state)
         self._setup(model, tokenizer, executor, resume, overwrite)
 
     # ------------------------------------------------------------------ setup
@@ -116,13 +116,7 @@ class Trainer:
             self._resume()
             setup.resumed(cfg, self.run_dir, self.accelerator.is_main_process)
         self.env = steps.StepEnv(
-            cfg,
-            self.model,
-            self.tokenizer,
-            self.environment,
-            self.cache,
-            self.history,
-            self.update_settings.temperature,
+            cfg, self.model, self.tokenizer, self.environment, self.cache, self.history
         )
         self.writer = setup.writer(cfg, self.run_dir, self.accelerator, resume)
 
@@ -137,11 +131,7 @@ class Trainer:
         self.monitor = HealthMonitor(self.config.health, state.get("metrics_history", ()))
         if state.get("recent_workflows"):
             self.history = RecentWorkflows.from_dict(state["recent_workflows"])
-        if state.get("entropy_control"):
-            saved = state["entropy_control"]
-            self.entropy_coef, self.last_entropy = saved["coef"], saved["entropy"]
-            temperature = saved.get("temperature", self.update_settings.temperature)
-            self.update_settings = replace(self.update_settings, temperature=temperature)
+        self.state = _saved_state(state, self.config, self.monitor.history)
         for name in ("metrics.jsonl", "samples.jsonl"):
             truncate_jsonl(self.run_dir / name, self.step)
         logger.info("resumed from %s at step %d", path, self.step)
@@ -204,11 +194,7 @@ class Trainer:
             "sampler": self.sampler.state_dict(),
             "metrics_history": self.monitor.history[-200:],
             "recent_workflows": self.history.to_dict(),
-            "entropy_control": {
-                "coef": self.entropy_coef,
-                "entropy": self.last_entropy,
-                "temperature": self.update_settings.temperature,
-            },
+            "step_state": self.state.to_dict(),
         }
         return save_checkpoint(
             self.run_dir,
@@ -221,45 +207,44 @@ class Trainer:
         )
 
     def _train_step(self) -> dict:
-        """One step: collect -> advantages (once) -> metrics -> guard -> update -> health."""
-        start = time.perf_counter()
-        last = self.monitor.history[-1] if self.monitor.history else None
-        hot = steps.next_tie_temperature(self.config.rollout, last)  # if every group ties
-        self.env = replace(self.env, tie_temperature=hot)
+        """One step: collect -> advantages (once) -> guard -> update -> health; the metrics
+        line is assembled once, from what each part returned, and the next state derived from
+        it (:func:`.state.next_state`)."""
+        start, state = time.perf_counter(), self.state
         first = steps.first_rollout(self.env, self.sampler.draw)
-        metrics = {"step": self.step, **steps.rollout_metrics_of(first)}
+        observed = {"step": self.step, **steps.rollout_metrics_of(first)}
         hooks = self.environment.hooks  # plugins' metrics hooks that are on for this run
-        metrics.update(rollout_hook_metrics(hooks, first.table, first.rollout))
-        metrics = self._mean_over_ranks(metrics)  # every rank decides on the same numbers
-        rollback = self._maybe_rollback(metrics)
+        observed.update(rollout_hook_metrics(hooks, first.table, first.rollout))
+        observed = self._mean_over_ranks(observed)  # every rank decides on the same numbers
+        collapse, rollback = self._maybe_rollback(observed)
         if rollback:
             collected = steps.untrained(first)
         else:
-            collected = steps.collect(self.env, self.sampler.draw, first)
+            collected = steps.collect(self.env, self.sampler.draw, first, state.tie_temperature)
         adv_N = steps.compute_train_advantages(self.config, collected.train)
-        metrics.update(self._mean_over_ranks(steps.train_metrics(collected, adv_N)))
+        trained = self._mean_over_ranks(steps.train_metrics(collected, adv_N))
         batch = None
         if not rollback and collected.train is not None:
             batch = UpdateBatch(collected.train.rollout, adv_N)
-        elif not rollback:
-            batch = self._entropy_only_batch(collected.first.rollout)
-        update, updated = self._update(batch, collected, metrics, rollback)
-        metrics.update(update, skipped_update=not updated, rollback=rollback)
-        self._adapt_entropy_coef(metrics)
+        update, updated = self._update(batch, collected, rollback)
         elapsed = time.perf_counter() - start
-        metrics.update(
-            step_time=elapsed,
-            tokens_per_s=collected.generated_tokens / max(elapsed, 1e-9),
-            cache_hit_rate=self.cache.hit_rate if self.cache else None,
-        )
+        metrics = {
+            **observed, "collapse": collapse, **trained, **update,
+            "skipped_update": not updated, "rollback": rollback,
+            **state_metrics(state, self.config, updated),
+            "step_time": elapsed,
+            "tokens_per_s": collected.generated_tokens / max(elapsed, 1e-9),
+            "cache_hit_rate": self.cache.hit_rate if self.cache else None,
+        }  # fmt: skip
         metrics["alerts"] = [a.to_dict() for a in self.monitor.observe(metrics)]
         metrics = complete_metrics(metrics)
+        self.state = next_state(state, metrics, self.config)
         if self.writer is not None:
             limit = self.config.logging.samples_per_step
             self.writer.write(metrics, steps.sample_rows(self.step, collected, adv_N, limit))
         return metrics
 
-    def _update(self, batch, collected, metrics: dict, rollback: bool) -> tuple[dict, bool]:
+    def _update(self, batch, collected, rollback: bool) -> tuple[dict, bool]:
         """The policy update of the step (or its no-update numbers) and whether it ran."""
         first = collected.first.rollout
         if rollback or not self._any_rank(batch is not None):
@@ -275,73 +260,26 @@ class Trainer:
         # at the step's temperature, before the update), not the hot batch's, so entropy_low
         # still reports a collapse the response is answering
         entropy = None if hot is None else rollout_entropy(self.model, first, self.update_settings)
-        settings = self._settings(metrics, hot)
+        settings = self._settings(hot)
         update = policy_update(self.model, self.optimizer, self.scheduler, batch, settings)
         if entropy is not None:
             update["entropy"] = entropy
         return update, True
 
-    def _entropy_only_batch(self, rollout) -> UpdateBatch | None:
-        """Every group tied (no reward signal), but the entropy controller is acting: train the
-        entropy term alone on the tied groups (advantages 0), so the response to a low
-        entropy is not blocked by the very ties a collapsed policy produces (issue 20: with
-        dynamic sampling, a deadlocked run would otherwise never apply the bonus). None when
-        the controller is off or not acting."""
-        control = self.config.algorithm.entropy_control
-        if control.target is None:
-            return None
-        if applied_entropy_coef(self.entropy_coef, self.last_entropy, control) <= 0:
-            return None
-        logger.info("step %d: every group tied; entropy-only update (coef %.4f)", self.step,
-                    self.entropy_coef)  # fmt: skip
-        rows = rollout.completion_ids_NT.shape[0]
-        return UpdateBatch(rollout, torch.zeros(rows, dtype=torch.float32))
-
-    def _settings(self, metrics: dict, hot: float | None = None):
-        """This step's update settings: with ``algorithm.entropy_control`` on, the loss's
-        entropy coefficient is the controller's (Skywork-OR1; :mod:`..algorithms.entropy_control`)
-        and the metrics line records it as ``entropy_coef``. A batch sampled by the replacement
-        rounds of a tied step (``rollout.tie_temperature``) is scored at the temperature it was
-        sampled at, so the log-probs are those of the policy that drew it."""
+    def _settings(self, hot: float | None) -> UpdateSettings:
+        """This step's update settings: the loss's entropy coefficient is the step state's
+        (with ``algorithm.entropy_control`` on; Skywork-OR1), and a batch sampled by the
+        replacement rounds of a tied step (``rollout.tie_temperature``) is scored at the
+        temperature it was sampled at, so the log-probs are those of the policy that drew it."""
         settings = self.update_settings
         if hot is not None:
             logger.info("step %d: every group tied; trained on groups resampled at temperature "
                         "%.2f (rollout.tie_temperature)", self.step, hot)  # fmt: skip
             settings = replace(settings, temperature=hot)
-        control = self.config.algorithm.entropy_control
-        if control.target is None:
+        if self.config.algorithm.entropy_control.target is None:
             return settings
-        coef = applied_entropy_coef(self.entropy_coef, self.last_entropy, control)
-        metrics["entropy_coef"] = coef
+        coef = self.state.applied_entropy_coef(self.config)
         return replace(settings, loss=replace(settings.loss, entropy_coef=coef))
-
-    def _adapt_entropy_coef(self, metrics: dict) -> None:
-        """After the step: move the coefficient toward the target entropy (the automatic
-        response to ``entropy_low``); logged when it starts to act."""
-        control = self.config.algorithm.entropy_control
-        if control.target is None:
-            return
-        metrics.setdefault("entropy_coef", 0.0)  # a step without an update applied none
-        metrics["temperature"] = self.update_settings.temperature  # sampled and scored at it
-        entropy = metrics.get("entropy")
-        coef = next_entropy_coef(self.entropy_coef, entropy, control)
-        if coef > 0 and self.entropy_coef == 0:
-            logger.info(
-                "step %d: entropy %.3f below target %.3f: entropy bonus on (coef %.4f)",
-                self.step, entropy, control.target, coef,
-            )  # fmt: skip
-        base = self.config.rollout.temperature
-        current = self.update_settings.temperature
-        temperature = next_temperature(current, entropy, control, base)
-        if temperature > base and current == base:
-            logger.info(
-                "step %d: entropy %.3f below target %.3f: sampling temperature raised to %.2f",
-                self.step, entropy, control.target, temperature,
-            )  # fmt: skip
-        self.entropy_coef, self.last_entropy = coef, entropy
-        # one source for the next step: sampling (env) and scoring (update settings)
-        self.update_settings = replace(self.update_settings, temperature=temperature)
-        self.env = replace(self.env, temperature=temperature)
 
     def _mean_over_ranks(self, metrics: dict) -> dict:
         """Numeric metrics averaged over processes (None/NaN left out); others as rank 0's."""
@@ -361,28 +299,23 @@ class Trainer:
             out[key] = t[i] if key in _SUMMED else (t[i] / n if n else math.nan)
         return out
 
-    def _maybe_rollback(self, metrics: dict) -> bool:
+    def _maybe_rollback(self, metrics: dict) -> tuple[dict | None, bool]:
         """Compare this rollout with the one before the last update; undo the update on collapse.
 
         The same rule as the ``update_collapse`` health check and ``flowgrpo diagnose``
-        (:func:`..monitoring.collapse.collapse_at`). True when the update was rolled back (the
-        step then trains on nothing: this rollout came from the collapsed policy).
+        (:func:`..monitoring.collapse.collapse_at`). Returns (the collapse event as a dict, or
+        None; True when the update was rolled back: the step then trains on nothing, since this
+        rollout came from the collapsed policy).
         """
         health = self.config.health
-        metrics["collapse"] = None
         if health.guard == "off":
-            return False
+            return None, False
         history = self.monitor.history
-        event = collapse_at(
-            [*history, metrics],
-            len(history),
-            health.collapse_rule,
-        )
+        event = collapse_at([*history, metrics], len(history), health.collapse_rule)
         if event is None:
-            return False
-        metrics["collapse"] = event.to_dict()
+            return None, False
         if health.guard != "rollback" or self.snapshot is None:
-            return False
+            return event.to_dict(), False
         restore_snapshot(
             self.model, self.optimizer, self.snapshot, health.rollback_lr_factor, self.scheduler
         )
@@ -391,7 +324,21 @@ class Trainer:
             metrics["step"], event.reason, self.snapshot.step,
         )  # fmt: skip
         self.snapshot = None
-        return True
+        return event.to_dict(), True
+
+
+def _saved_state(saved: dict, config: TrainConfig, history) -> StepState:
+    """The step state of a checkpoint; a checkpoint of an earlier release (no ``step_state``)
+    gives its entropy controller's values, and the tie temperature derived from the last
+    metrics line, as that release did."""
+    if "step_state" in saved:
+        return StepState.from_dict(saved["step_state"], config)
+    old = saved.get("entropy_control") or {}
+    last = history[-1] if history else None
+    data = {"tie_temperature": next_tie_temperature(config.rollout, last)}
+    if old:
+        data |= {"entropy_coef": old["coef"], "last_entropy": old["entropy"]}
+    return StepState.from_dict(data, config)
 
 
 #: Counts that add up over processes (the rest are averaged).

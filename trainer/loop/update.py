@@ -38,7 +38,7 @@ from flowgrpo.trainer.algorithms.objective import (
     train_mask,
 )
 from flowgrpo.trainer.loop.constrain import unpack_allowed
-from flowgrpo.trainer.loop.policy import reference_policy
+from flowgrpo.trainer.loop.policy import adapter_disabled
 from flowgrpo.trainer.loop.rollout import Rollout
 
 logger = logging.getLogger(__name__)
@@ -131,8 +131,8 @@ def _batch_prefix(model, rollout: Rollout, settings: UpdateSettings):
 def _score_groups(model, rollout: Rollout, settings: UpdateSettings, reference: bool = False):
     """(logp_NT, entropy_NT) of every row without gradients (old / reference / selection)."""
     logp, entropy = [], []
-    anchor = settings.loss.reference
-    ctx = reference_policy(model, anchor) if reference else contextlib.nullcontext()
+    # the KL's reference: the base weights, adapter off (TRL's GRPOTrainer with PEFT)
+    ctx = adapter_disabled(model) if reference else contextlib.nullcontext()
     with torch.no_grad(), ctx:
         prefix = _batch_prefix(model, rollout, settings)
         for g, prompt in enumerate(rollout.prompt_ids):

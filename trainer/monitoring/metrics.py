@@ -179,11 +179,6 @@ METRICS_SCHEMA: tuple[tuple[str, str], ...] = (
         "algorithm.entropy_control on: the entropy coefficient the loss used (0: "
         "none applied this step); null when off",
     ),
-    (
-        "temperature",
-        "algorithm.entropy_control on: the temperature the step sampled and scored "
-        "at (moves only with temperature_delta > 0); null when off",
-    ),
     ("kl", "mean k3 KL to the reference (null when beta = 0: not computed)"),
     ("clip_ratio/low", "share of tokens clipped at 1 - eps_low"),
     ("clip_ratio/high", "share of tokens clipped at 1 + eps_high"),

@@ -26,8 +26,6 @@ import os
 import re
 from pathlib import Path
 
-from accelerate.utils import ProjectConfiguration
-
 from flowgrpo.configuration import ConfigError, to_dict
 
 logger = logging.getLogger(__name__)
@@ -73,6 +71,8 @@ def accelerator_kwargs(logging_cfg, run_dir: str | Path) -> dict:
     check_trackers(names)
     if not names:
         return {}
+    from accelerate.utils import ProjectConfiguration  # heavy: torch; the config reads TRACKERS
+
     run_dir = Path(run_dir)
     project = ProjectConfiguration(
         project_dir=str(run_dir), logging_dir=str(run_dir / TENSORBOARD_DIR)

@@ -1,7 +1,9 @@
-"""Config of the SIMULATED executor (executor.kind/simulation) and of model.init_adapter."""
+"""Config of the SIMULATED executor (``executor.kind: simulated`` and its ``executor.options``,
+read and checked by the plugin) and of model.init_adapter."""
 
 import pytest
 
+from flowgrpo.operators.simulation.settings import simulation_settings
 from flowgrpo.trainer.config import (
     ConfigError,
     TrainConfig,
@@ -15,8 +17,10 @@ from flowgrpo.trainer.loop.environment import build_environment
 
 def test_defaults():
     cfg = TrainConfig()
-    assert cfg.executor.simulation.seed == 0
-    assert cfg.executor.simulation.params.review_false_alarm == 0.10  # the documented default
+    assert cfg.executor.options == {}
+    sim = simulation_settings(cfg.executor)  # what the plugin reads from no options
+    assert sim.seed == 0 and sim.sandbox == "process"
+    assert sim.params.review_false_alarm == 0.10  # the documented default
     assert cfg.model.init_adapter is None
 
 
@@ -25,13 +29,13 @@ def test_simulated_executor_with_params_in_any_per_difficulty_form():
         None,
         (
             "executor.kind=simulated",
-            "executor.simulation.seed=7",
-            "executor.simulation.params.review_false_alarm=0.05",
-            "executor.simulation.params.programmer_correct=[0.9, 0.8, 0.6]",
-            "executor.simulation.params.custom_correct={easy: 0.7, medium: 0.6, hard: 0.5}",
+            "executor.options.seed=7",
+            "executor.options.params.review_false_alarm=0.05",
+            "executor.options.params.programmer_correct=[0.9, 0.8, 0.6]",
+            "executor.options.params.custom_correct={easy: 0.7, medium: 0.6, hard: 0.5}",
         ),
     )
-    sim = cfg.executor.simulation
+    sim = simulation_settings(cfg.executor)
     assert cfg.executor.kind == "simulated" and sim.seed == 7
     assert sim.params.review_false_alarm == 0.05
     assert sim.params.programmer_correct == (0.9, 0.8, 0.6)
@@ -42,37 +46,41 @@ def test_simulated_executor_with_params_in_any_per_difficulty_form():
 def test_simulation_section_round_trips_through_the_saved_config(tmp_path):
     cfg = load_config(
         "configs/tiny-known-optimum.yaml",
-        ("executor.simulation.params.revise_fix=0.3", "model.init_adapter=some/adapter"),
+        ("executor.options.params.revise_fix=0.3", "model.init_adapter=some/adapter"),
     )
     save_config(cfg, tmp_path / "config.yaml")
     assert load_config(tmp_path / "config.yaml") == cfg
     assert from_dict(TrainConfig, to_dict(cfg)) == cfg
-    saved = to_dict(cfg)["executor"]["simulation"]["params"]
-    assert saved["revise_fix"] == {"easy": 0.3, "medium": 0.3, "hard": 0.3}  # every field saved
+    saved = to_dict(cfg)["executor"]["options"]["params"]
+    assert saved == {"revise_fix": 0.3}  # as written; the plugin reads it the same way again
+    assert simulation_settings(cfg.executor).params.revise_fix == (0.3, 0.3, 0.3)
 
 
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("executor.simulation.params.revew_detect=0.5", "did you mean 'review_detect'"),
-        ("executor.simulation.params.review_detect=1.5", "executor.simulation.params"),
-        ("executor.simulation.params.latent_shares=[0.5, 0.2, 0.2]", "sum to 1"),
-        ("executor.simulation.sed=1", "did you mean 'seed'"),
-        ("executor.simulation.seed=abc", "executor.simulation.seed: expected an integer"),
-        ("executor.simulation=3", "executor.simulation: expected a mapping"),
+        ("executor.options.params.revew_detect=0.5", "did you mean 'review_detect'"),
+        ("executor.options.params.review_detect=1.5", "executor.options.params"),
+        ("executor.options.params.latent_shares=[0.5, 0.2, 0.2]", "sum to 1"),
+        ("executor.options.sed=1", "did you mean 'seed'"),
+        ("executor.options.seed=abc", "executor.options.seed: expected an integer"),
+        ("executor.options.sandbox=docker", "executor.options.sandbox: use process"),
         ("executor.kind=simulatd", "executor.kind: .*simulated"),
         ("model.init_adapter=''", "model.init_adapter"),
     ],
 )
 def test_bad_simulation_settings_name_the_field_and_the_fix(override, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[")):  # or when built
-        build_environment(load_config(None, (override,)), with_executor=False)
+        cfg = load_config(None, ("executor.kind=simulated", override))
+        build_environment(cfg, with_executor=False)
 
 
 def test_code_tasks_cannot_use_the_simulated_executor():
-    with pytest.raises(ConfigError, match="math problems only"):
-        load_config(None, ("executor.kind=simulated", "rollout.task=mbpp:data.jsonl"))
-    load_config(None, ("executor.kind=simulated", "rollout.task=gsm8k:test"))  # math: fine
+    code = load_config(None, ("executor.kind=simulated", "rollout.task=mbpp:data.jsonl"))
+    with pytest.raises(ConfigError, match="math problems only"):  # before any problem loads
+        build_environment(code, with_executor=False)
+    math = load_config(None, ("executor.kind=simulated", "rollout.task=arithmetic:easy"))
+    assert build_environment(math, with_executor=False).problems  # math: fine
 
 
 def test_known_optimum_configs_use_the_simulated_executor():

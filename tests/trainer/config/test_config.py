@@ -104,13 +104,3 @@ def test_the_execution_cache_keeps_at_most_cache_max_entries(tmp_path):
         cache.put((f"w{i}", "p", "s", "l"), ExecutionResult(answer=str(i), correct=True, score=1.0))
     assert len(cache) == 2 and cache.get(("w0", "p", "s", "l")) is None  # the oldest went
     assert cache.get(("w2", "p", "s", "l")).answer == "2"
-
-
-def test_a_temperature_lever_capped_below_the_rollout_temperature_is_refused_at_load():
-    with pytest.raises(ConfigError, match=r"max_temperature: 0\.5 is below rollout\.temperature"):
-        load_config(None, ("algorithm.entropy_control.target=0.3",
-                           "algorithm.entropy_control.temperature_delta=0.1",
-                           "algorithm.entropy_control.max_temperature=0.5"))  # fmt: skip
-    cfg = load_config(None, ("algorithm.entropy_control.target=0.3",
-                             "algorithm.entropy_control.temperature_delta=0.1"))  # fmt: skip
-    assert cfg.algorithm.entropy_control.max_temperature == 1.5  # the default, above 0.8

@@ -1,0 +1,149 @@
+"""The ``rollout`` section: sampling and execution of workflows (:class:`RolloutConfig`). Data
+only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from flowgrpo.configuration import ConfigError, check, finite_number
+
+__all__ = ["K_WARNING", "RolloutConfig"]
+
+K_WARNING = (
+    "num_generations (K) = {k} is below 8. With K=2 and std-normalised advantages, any two "
+    "different rewards give advantages of equal magnitude (±1 with the population std, ±0.707 "
+    "with the unbiased one) however small the gap: a valid workflow scoring 0.2 next to one "
+    "scoring 1.0 is pushed away as hard as prose. A real run collapsed into prose after 37 of 38 "
+    "updates this way. Use K >= 8, or set rollout.allow_small_groups: true to reproduce it."
+)
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """Sampling and execution of workflows.
+
+    Attributes:
+        task: problems to train on: arithmetic[:easy|medium|hard], gsm8k:PATH, mbpp:PATH,
+            humaneval (see operators.tasks).
+        train_size: problems in the training pool (generated tasks); eval uses the test split.
+        problems_per_step: B, problems per optimizer step.
+        num_generations: K, completions per problem (the group). K >= 8 unless
+            allow_small_groups (see K_WARNING); K >= 2 always.
+        allow_small_groups: permit K < 8: to reproduce the K=2 collapse, or for K = 4 under an
+            advantage without std division (dr_grpo), whose groups have no K=2 +-1 failure
+            (configs/known-optimum.yaml: 4 problems x 4, issue 20 in RESULTS.md).
+        temperature / top_p: sampling of the policy (temperature > 0: a group needs variety).
+        max_new_tokens: completion budget in tokens (also Dr. GRPO's constant normaliser).
+        generate_merged: sample on merged LoRA weights (faster; base weights restored exactly).
+        logprob_mode: shared_prompt (prompt computed once per group) or full.
+        constrained: off or grammar (sample and score only grammar-valid text; CONSTRAINED.md).
+        execute: run valid workflows with the executor (the ``executor`` section; accuracy/cost
+            rewards); off = validity and diversity only.
+        executions: runs of each valid sampled workflow (>= 1); accuracy and cost are their
+            means, a lower-variance reward (MetaAgent-X, arXiv 2605.14212, uses 4). Each costs
+            a full run of executor calls; greedy model executors repeat one answer (warned).
+        cache_path: JSONL file for the execution cache (relative to the run dir), or null.
+        cache_max_entries: results the execution cache keeps in memory (oldest evicted first;
+            each is one workflow's answer on one problem, about 1 KB).
+        dynamic_sampling: drop zero-variance groups from the update and replace them with fresh
+            problems (DAPO, arXiv 2503.14476), std-based.
+        max_resample_rounds: bound on replacement rounds per step.
+        tie_temperature: the sampling temperature of the replacement rounds of a step whose
+            every group tied (no informative group: a collapsed policy writes one workflow K
+            times, and resampling it at its own temperature draws the same again). The groups
+            those rounds keep are trained with log-probs at this temperature (Polaris-style
+            exploration, An et al. 2025). The trainer's response to ``deadlock``; None = the
+            rounds sample at the step's temperature. Needs dynamic sampling.
+        tie_temperature_step: added to the tie temperature after a tied step whose hot rounds
+            kept no group either (the policy sharpens further while it stays tied), up to
+            ``max_tie_temperature``; back to ``tie_temperature`` once a first rollout has an
+            informative group. 0: a fixed tie temperature.
+        max_tie_temperature: the tie temperature's upper bound (>= ``tie_temperature``).
+        seed: problems and sampling seed (rank-offset under multiple processes).
+    """
+
+    task: str = "arithmetic"
+    train_size: int = 2000
+    problems_per_step: int = 2
+    num_generations: int = 8
+    allow_small_groups: bool = False
+    temperature: float = 0.8
+    top_p: float = 1.0
+    max_new_tokens: int = 40
+    generate_merged: bool = True
+    logprob_mode: Literal["shared_prompt", "full"] = "shared_prompt"
+    constrained: Literal["off", "grammar"] = "off"
+    execute: bool = True
+    executions: int = 1
+    cache_path: str | None = "execution_cache.jsonl"
+    cache_max_entries: int = 200_000
+    dynamic_sampling: bool = True
+    max_resample_rounds: int = 1
+    tie_temperature: float | None = None
+    tie_temperature_step: float = 0.0
+    max_tie_temperature: float = 4.0
+    seed: int = 0
+
+    def __post_init__(self):
+        k = self.num_generations
+        check(
+            k >= 2,
+            "rollout.num_generations",
+            f"K = {k}: a group needs at least 2 samples to have a baseline; use K >= 8",
+        )
+        if k < 8 and not self.allow_small_groups:
+            raise ConfigError("rollout.num_generations: " + K_WARNING.format(k=k))
+        check(self.problems_per_step >= 1, "rollout.problems_per_step", "must be >= 1")
+        check(
+            self.temperature > 0,
+            "rollout.temperature",
+            "must be > 0: greedy sampling makes every group identical (zero variance)",
+        )
+        check(0 < self.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
+        check(self.max_new_tokens >= 1, "rollout.max_new_tokens", "must be >= 1")
+        for name, ok in (
+            ("logprob_mode", ("shared_prompt", "full")),
+            ("constrained", ("off", "grammar")),
+        ):
+            check(getattr(self, name) in ok, f"rollout.{name}", "use " + " or ".join(ok))
+        check(self.max_resample_rounds >= 0, "rollout.max_resample_rounds", "must be >= 0")
+        self._check_tie_temperature()
+        check(
+            isinstance(self.executions, int) and self.executions >= 1,
+            "rollout.executions",
+            "must be an integer >= 1 (runs of each sampled workflow; 1 = run once)",
+        )
+        check(
+            isinstance(self.cache_max_entries, int) and self.cache_max_entries >= 1,
+            "rollout.cache_max_entries",
+            "must be an integer >= 1 (results kept in memory; set cache_path: null for no cache)",
+        )
+
+    def _check_tie_temperature(self) -> None:
+        hot = self.tie_temperature
+        if hot is None:
+            return
+        check(
+            finite_number(hot) and hot >= self.temperature,
+            "rollout.tie_temperature",
+            f"must be a number >= rollout.temperature ({self.temperature}), got {hot!r}; "
+            "null turns it off",
+        )
+        step, top = self.tie_temperature_step, self.max_tie_temperature
+        check(
+            finite_number(step) and step >= 0,
+            "rollout.tie_temperature_step",
+            f"must be a number >= 0 (0: a fixed tie temperature), got {step!r}",
+        )
+        check(
+            finite_number(top) and top >= hot,
+            "rollout.max_tie_temperature",
+            f"must be a number >= rollout.tie_temperature ({hot}), got {top!r}",
+        )
+        check(
+            self.dynamic_sampling and self.max_resample_rounds >= 1,
+            "rollout.tie_temperature",
+            "is the temperature of dynamic sampling's replacement rounds: set "
+            "rollout.dynamic_sampling: true and max_resample_rounds >= 1, or tie_temperature: null",
+        )
