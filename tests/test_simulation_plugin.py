@@ -30,15 +30,6 @@ def plugin_files() -> set[str]:
 
 #: file -> the only source lines (stripped) that may mention it there, and why.
 JUSTIFIED = {
-    # issue 21 item 1 puts the simulation's settings in the executor section: the field, its
-    # type's import, the section's old key (read for one release) and the task check it asks
-    # the settings for
-    "operators/executor/section.py": {
-        "from flowgrpo.operators.simulation.settings import SimulationSettings",
-        "simulation: SimulationSettings = field(default_factory=SimulationSettings)",
-        '"simulation": "simulation",',
-        "self.simulation.check_task(self.kind, task)",
-    },
     # the scripted test backend's fail_on error: a simulated SERVER failure of that backend,
     # not the simulated executor (tests/operators/test_backends.py reads "simulated" in it)
     "operators/backends/scripted.py": {
@@ -190,5 +181,7 @@ def test_the_sim_hook_starts_with_the_sections_limits():
     cfg = load_config("configs/tiny-known-optimum.yaml", ("executor.max_calls=5",))
     (sim,) = [entry for entry in start_hooks(cfg) if entry.name == "sim"]
     assert sim.settings.limits.max_llm_calls == 5
-    other = load_config("configs/tiny-known-optimum.yaml", ("executor.kind=hf",))
+    other = load_config(
+        "configs/tiny-known-optimum.yaml", ("executor.kind=hf", "executor.options:={}")
+    )
     assert "sim" not in [entry.name for entry in start_hooks(other)]

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowgrpo.configuration import ConfigError, check, from_dict
+from flowgrpo.configuration import check
 
 __all__ = ["ExecutorConfig"]
 
@@ -85,17 +85,5 @@ class ExecutorConfig:
         check(
             not self.options or self.kind not in ("shared", "hf", "openai"),
             "executor.options",
-            f"kind {self.kind} takes no options; they are settings of a plugin kind "
-            "(e.g. simulated)",
+            f"kind {self.kind} takes no options; they are the settings of a plugin's kind",
         )
-
-    @classmethod
-    def _from_raw(cls, value: Any, path: str) -> ExecutorConfig:
-        """From YAML data; the section's old ``simulation`` key (before 0.3) is named with the
-        key that replaced it."""
-        if isinstance(value, Mapping) and "simulation" in value:
-            raise ConfigError(
-                f"{path}simulation: the simulated executor's settings are now {path}options "
-                "(seed, params, sandbox): rename the key"
-            )
-        return from_dict(cls, value, path)

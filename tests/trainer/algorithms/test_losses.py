@@ -9,9 +9,9 @@ import torch
 from flowgrpo.trainer.algorithms.losses import (
     AGGREGATIONS,
     POLICY_LOSSES,
-    LossConfig,
     available_aggregations,
     available_policy_losses,
+    check_loss_names,
     get_policy_loss,
     register_aggregation,
     register_policy_loss,
@@ -23,6 +23,7 @@ from flowgrpo.trainer.algorithms.tokens import (
     top_entropy_mask,
     truncation_mask,
 )
+from flowgrpo.trainer.config import LossConfig
 
 LOSSES = ("clip", "clip_cov", "gspo", "kl_cov")
 CFG = LossConfig(loss_agg="token_mean")
@@ -400,7 +401,7 @@ def test_minus_inf_logits_give_finite_entropy_and_gradients():
 def test_config_errors_name_the_field(kwargs, message):
     base = {"loss_agg": "token_mean"}
     with pytest.raises(ValueError, match=re.escape(message)):
-        LossConfig(**{**base, **kwargs}).check_names()  # names: when a run is built
+        check_loss_names(LossConfig(**{**base, **kwargs}))  # names: when a run is built
 
 
 def test_config_defaults_are_dapo_clip_higher_and_dr_grpo_aggregation():

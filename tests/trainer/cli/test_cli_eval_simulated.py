@@ -49,8 +49,8 @@ def simulated_run(run_dir):
     cfg = load_config(
         "configs/tiny-known-optimum.yaml",
         (f"logging.output_dir={run_dir}", "executor.max_calls=3",
-         "executor.simulation.params.programmer_correct=1.0",
-         "executor.simulation.params.programmer_crash=0.0"),
+         "executor.options.params.programmer_correct=1.0",
+         "executor.options.params.programmer_crash=0.0"),
     )  # fmt: skip
     peft = wrap_lora(build_tiny_model(seed=cfg.optim.seed)[0], cfg.lora)
     checkpoint = run_dir / "checkpoint-1"

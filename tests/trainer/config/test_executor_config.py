@@ -1,6 +1,5 @@
 """The ``executor:`` section: its fields checked naming the field; ``options`` are a plugin
-kind's own settings, checked by that plugin when the run is built; the section's old
-``simulation`` key is named with the key that replaced it."""
+kind's own settings, checked by that plugin when the run is built."""
 
 from __future__ import annotations
 
@@ -19,12 +18,6 @@ from flowgrpo.trainer.loop import setup
 def write(path, data):
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
-
-
-def test_the_old_simulation_key_names_its_replacement(tmp_path):
-    path = write(tmp_path / "old.yaml", {"executor": {"kind": "simulated", "simulation": {}}})
-    with pytest.raises(ConfigError, match=r"executor\.simulation: .* now executor\.options"):
-        load_config(path)
 
 
 def test_options_of_a_built_in_kind_are_refused_at_load():

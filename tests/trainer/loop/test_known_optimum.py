@@ -61,7 +61,7 @@ def known_optimum_config(tmp_path, params, steps):
             f"logging.output_dir={tmp_path}",
             f"optim.max_steps={steps}",
             "health.guard=off",
-            *(f"executor.simulation.params.{p}" for p in params),
+            *(f"executor.options.params.{p}" for p in params),
         ),
     )
 

@@ -64,7 +64,7 @@ def test_settings_follow_the_reward_weights_and_the_run_budget():
     cfg = load_config(
         "configs/tiny-known-optimum.yaml",
         ("rewards.weights.cost=0.5", "executor.max_calls=6",
-         "executor.simulation.params.review_detect=0.9"),
+         "executor.options.params.review_detect=0.9"),
     )  # fmt: skip
     s = regret_settings(cfg, executor_limits(cfg.executor))
     assert (s.accuracy_weight, s.cost_weight) == (1.0, 0.5)

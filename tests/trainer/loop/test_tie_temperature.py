@@ -139,7 +139,7 @@ def _rollout_config(**kw):
     ],
 )
 def test_the_tie_temperature_rises_only_while_hot_rounds_tie_too(last, expected):
-    from flowgrpo.trainer.loop.step import next_tie_temperature
+    from flowgrpo.trainer.loop.state import next_tie_temperature
 
     r = _rollout_config(tie_temperature=1.6, tie_temperature_step=0.4, max_tie_temperature=4.0)
     assert next_tie_temperature(r, last) == pytest.approx(expected)

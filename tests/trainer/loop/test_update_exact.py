@@ -17,8 +17,9 @@ import torch
 from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.algorithms.logprobs import group_logprobs
-from flowgrpo.trainer.algorithms.losses import LossConfig, available_aggregations
+from flowgrpo.trainer.algorithms.losses import available_aggregations
 from flowgrpo.trainer.algorithms.objective import policy_objective
+from flowgrpo.trainer.config import LossConfig
 from flowgrpo.trainer.loop.policy import adapter_disabled, wrap_lora
 from flowgrpo.trainer.loop.rollout import Rollout, completion_mask
 from flowgrpo.trainer.loop.update import UpdateBatch, UpdateSettings, accumulate_gradients
