@@ -90,7 +90,7 @@ def world_overrides(world) -> list[str]:
     """The ``--set`` overrides that put a run in ``world`` (None: the config's own)."""
     if world is None:
         return []
-    out = [f"executor.simulation.params:={json.dumps(dict(world.simulation))}"]
+    out = [f"executor.options.params:={json.dumps(dict(world.simulation))}"]
     out += [f"rewards.weights.{k}={v}" for k, v in world.reward_weights.items()]
     out += [f"rewards.options.{k}={json.dumps(v)}" for k, v in world.reward_options.items()]
     return out
