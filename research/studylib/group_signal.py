@@ -9,7 +9,7 @@ is better. The other groups are the informative ones; the choice is learnt from 
 (docs/RESULTS.md, "Screening: 128 executions per workflow").
 
 Torch-free and pure: the near-best share takes the regret of a workflow as a function, so the
-caller decides the world (``scripts/group_signal.py`` builds it from the run's own config).
+caller decides the world (``research/group_signal.py`` builds it from the run's own config).
 """
 
 from __future__ import annotations
