@@ -28,7 +28,12 @@ import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKDOWN = (*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md", ROOT / "CONTRIBUTING.md")
+MARKDOWN = (
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "README.md",
+    ROOT / "CONTRIBUTING.md",
+    ROOT / "research" / "README.md",
+)
 SOURCE_FOLDERS = ("dsl", "operators", "rewards", "trainer", "flowgrpo", "scripts", "research")
 PACKAGES = ("dsl", "operators", "rewards", "trainer")
 
