@@ -34,7 +34,7 @@ from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Visitor, Workf
 from flowgrpo.dsl.canonical import canonical
 from flowgrpo.dsl.errors import DSLSyntaxError
 from flowgrpo.dsl.operators import CHECKER, ENSEMBLER, GENERATOR, OperatorTable, default_table
-from flowgrpo.dsl.parser import parse
+from flowgrpo.dsl.parser import _parse_or_error, parse
 
 STRUCTURES = ("single", "chain", "conditional", "loop", "parallel")
 
@@ -446,3 +446,10 @@ class _Checker(Visitor[_State]):
                 "put a checker before it, e.g. Review ? Revise : done",
             )
         return state
+
+
+def clear_caches() -> None:
+    """Empty the memo caches of the parser and of :func:`validate` (a text seen before is a
+    cache hit): a benchmark of the uncached path starts from empty caches."""
+    _parse_or_error.cache_clear()
+    _validate_cached.cache_clear()

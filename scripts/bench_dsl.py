@@ -15,8 +15,7 @@ import time
 
 from flowgrpo.dsl import canonical, validate
 from flowgrpo.dsl.generate import random_workflow
-from flowgrpo.dsl.parser import _parse_or_error
-from flowgrpo.dsl.validate import _validate_cached
+from flowgrpo.dsl.validate import clear_caches
 
 
 def _distinct_texts(n: int, seed: int) -> list[str]:
@@ -27,13 +26,8 @@ def _distinct_texts(n: int, seed: int) -> list[str]:
     return list(seen)
 
 
-def _clear() -> None:
-    _validate_cached.cache_clear()
-    _parse_or_error.cache_clear()
-
-
 def bench_uncached(texts: list[str]) -> float:
-    _clear()
+    clear_caches()
     start = time.perf_counter()
     for text in texts:
         validate(text)
@@ -43,7 +37,7 @@ def bench_uncached(texts: list[str]) -> float:
 def bench_stream(texts: list[str], n: int, seed: int) -> float:
     rng = random.Random(seed)
     stream = [rng.choice(texts) for _ in range(n)]
-    _clear()
+    clear_caches()
     start = time.perf_counter()
     for text in stream:
         validate(text)

@@ -1,10 +1,10 @@
-"""Write a run's trajectory (fallback rate, validity, reward, entropy per step) into a docs page.
+"""Write a run's trajectory (fallback rate, validity, reward, entropy per step) as a Markdown page.
 
-    python scripts/summarize_run.py runs/default --out docs --name default-run \
+    python scripts/summarize_run.py runs/default --out research/records --name default-run \
         --command "flowgrpo train"
 
-Adds (or replaces) the section between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` in
-``OUT/RESULTS.md`` and writes ``OUT/figures/NAME.png``.
+Writes ``OUT/NAME.md`` (replaced whole; OUT defaults to the run directory) and
+``OUT/figures/NAME.png``; a doc that shows it links the file (no doc is edited in place).
 """
 
 from __future__ import annotations
@@ -100,8 +100,7 @@ def section(run_dir: Path, name: str, command: str, out: Path) -> str:
     wall = sum(m["step_time"] for m in history)
     return "\n".join(
         [
-            f"<!-- {name}:start -->",
-            f"## `{command}`",
+            f"# `{command}`",
             "",
             f"Measured on {platform.machine()}, 2 CPU cores, Python {platform.python_version()}: "
             f"{n} steps, {wall / 60:.1f} minutes of step time. Collapse detector: "
@@ -117,7 +116,6 @@ def section(run_dir: Path, name: str, command: str, out: Path) -> str:
             *per_step,
             "",
             "</details>",
-            f"<!-- {name}:end -->",
         ]
     )
 
@@ -125,20 +123,14 @@ def section(run_dir: Path, name: str, command: str, out: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir")
-    parser.add_argument("--out", default="docs")
+    parser.add_argument("--out", help="default: the run directory")
     parser.add_argument("--name", default="default-run")
     parser.add_argument("--command", default="flowgrpo train")
     args = parser.parse_args()
-    out = Path(args.out)
+    out = Path(args.out or args.run_dir)
     text = section(Path(args.run_dir), args.name, args.command, out)
-    path = out / "RESULTS.md"
-    old = path.read_text(encoding="utf-8") if path.exists() else "# Results\n"
-    start, end = f"<!-- {args.name}:start -->", f"<!-- {args.name}:end -->"
-    if start in old and end in old:
-        new = old[: old.index(start)] + text + old[old.index(end) + len(end) :]
-    else:
-        new = old.rstrip() + "\n\n" + text + "\n"
-    path.write_text(new, encoding="utf-8")
+    path = out / f"{args.name}.md"
+    path.write_text(text + "\n", encoding="utf-8")
     print(f"wrote {path}")
 
 

@@ -28,8 +28,13 @@ import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKDOWN = (*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md", ROOT / "CONTRIBUTING.md")
-SOURCE_FOLDERS = ("dsl", "operators", "rewards", "trainer", "flowgrpo", "scripts")
+MARKDOWN = (
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "README.md",
+    ROOT / "CONTRIBUTING.md",
+    ROOT / "research" / "README.md",
+)
+SOURCE_FOLDERS = ("dsl", "operators", "rewards", "trainer", "flowgrpo", "scripts", "research")
 PACKAGES = ("dsl", "operators", "rewards", "trainer")
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"

@@ -271,3 +271,130 @@ def test_trainer_docstrings_state_the_rules(part):
         f"{init.relative_to(ROOT)}'s 'May import' sentence and TRAINER_RULES['{part}'] in "
         "tests/test_layering.py disagree: change both together"
     )
+
+
+# --------------------------------------------------------------------------- research/ and scripts/
+
+#: Folders outside the installed namespace: they use flowgrpo as a user's code would, through its
+#: public names only (research/README.md, CONTRIBUTING.md).
+OUTSIDE = ("research", "scripts")
+
+
+def _private(dotted: str) -> bool:
+    return any(p.startswith("_") and not p.startswith("__") for p in dotted.split("."))
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` of an attribute chain on a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
+
+
+def private_uses(source: str) -> list[tuple[int, str]]:
+    """(line, name) for each private flowgrpo name ``source`` uses: an import of or from a module
+    with a ``_``-prefixed part, an imported ``_name``, and ``x._name`` on a name bound by a
+    flowgrpo import (a module, a class, a function). Dunders are public; an attribute of an
+    instance (``trainer._x`` on a ``Trainer(...)``) is not seen."""
+    tree = ast.parse(source)
+    found, bound = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [(a.name, a.asname or a.name.split(".")[0]) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [(f"{node.module}.{a.name}", a.asname or a.name) for a in node.names]
+        else:
+            continue
+        for full, name in names:
+            if full.split(".")[0] == "flowgrpo":
+                bound.add(name)
+                if _private(full):
+                    found.append((node.lineno, full))
+    for node in ast.walk(tree):
+        dotted = _dotted(node) if isinstance(node, ast.Attribute) else None
+        if dotted and dotted.split(".")[0] in bound and _private(dotted):
+            found.append((node.lineno, dotted))
+    return sorted(set(found))
+
+
+def research_modules(root: Path = ROOT) -> set[str]:
+    """The names research/ code imports itself by (research/ is on sys.path when its scripts
+    run): each script's and each folder's name, and ``research``."""
+    folder = root / "research"
+    return (
+        {"research"}
+        | {p.stem for p in folder.glob("*.py")}
+        | {p.name for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    )
+
+
+def research_imports(source: str, names: set[str]) -> list[tuple[int, str]]:
+    """(line, module) for each import in ``source`` of a module named in ``names``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] in names]
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").split(".")[0] in names
+        ):
+            found.append((node.lineno, node.module))
+    return found
+
+
+def test_private_uses_flags_private_modules_names_and_attributes():
+    source = (
+        "import flowgrpo.dsl\nfrom flowgrpo.dsl.parser import _parse_or_error\n"
+        "from flowgrpo.operators.sandbox._api import run_python\n"
+        "from flowgrpo.trainer.loop import step as step_mod\n"
+        "from flowgrpo.trainer.loop.trainer import Trainer\n"
+        "import json\n"
+        "def f():\n    step_mod._resample(1)\n    Trainer._train_step\n    json._default_encoder\n"
+        "    flowgrpo.dsl.validate._validate_cached.cache_clear()\n    flowgrpo.__version__\n"
+    )
+    assert private_uses(source) == [
+        (2, "flowgrpo.dsl.parser._parse_or_error"),
+        (3, "flowgrpo.operators.sandbox._api.run_python"),
+        (8, "step_mod._resample"),
+        (9, "Trainer._train_step"),
+        (11, "flowgrpo.dsl.validate._validate_cached"),
+        (11, "flowgrpo.dsl.validate._validate_cached.cache_clear"),
+    ]
+    assert private_uses("from flowgrpo.dsl.validate import clear_caches\n") == []
+
+
+def test_research_imports_finds_the_labs_modules_only():
+    source = "import studylib.pool\nfrom collapse_report import write\nimport json\n"
+    source += "from flowgrpo.trainer.reports.evaluate import evaluate\n"
+    names = {"studylib", "collapse_report", "research"}
+    assert research_imports(source, names) == [(1, "studylib.pool"), (2, "collapse_report")]
+
+
+@pytest.mark.parametrize("folder", OUTSIDE)
+def test_research_and_scripts_use_public_flowgrpo_names_only(folder):
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {name}"
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for line, name in private_uses(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, (
+        f"{folder}/ uses private flowgrpo names (give the library a public name for what it "
+        "needs, or write the few lines in the script):\n" + "\n".join(found)
+    )
+
+
+def test_neither_the_library_nor_scripts_import_research_code():
+    """The lab depends on the product, never the other way round: an installed flowgrpo has no
+    research/ folder, and scripts/ are the tools a user runs."""
+    names = research_modules()
+    assert {"studylib", "learn_known_optimum"} <= names  # the collector sees the lab
+    files = [*source_files(), *sorted((ROOT / "scripts").rglob("*.py"))]
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: imports {module}"
+        for path in files
+        for line, module in research_imports(path.read_text(encoding="utf-8"), names)
+    ]
+    assert not found, "imports of research/ code:\n" + "\n".join(found)

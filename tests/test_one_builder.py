@@ -4,8 +4,9 @@ eval and the scripts cannot drift apart in how they read the ``executor:`` secti
 
 The check reads the source with ``ast`` (it imports nothing): every call whose callee is named
 ``Limits`` or one of :data:`EXECUTOR_CALLS` (``Limits(...)``, ``HFBackend.from_pretrained(...)``,
-``make_backend(...)``) in dsl/, operators/, rewards/, trainer/, flowgrpo/ and scripts/. The few
-other places that must construct one are listed in :data:`ALLOWED`, each with its reason.
+``make_backend(...)``) in dsl/, operators/, rewards/, trainer/, flowgrpo/, scripts/ and
+research/. The few other places that must construct one are listed in :data:`ALLOWED`, each with
+its reason.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("dsl", "operators", "rewards", "trainer", "flowgrpo", "scripts")
+FOLDERS = ("dsl", "operators", "rewards", "trainer", "flowgrpo", "scripts", "research")
 BUILDER = "operators/executor/build.py"
 #: Callee names that construct an executor backend (a class or a factory).
 EXECUTOR_CALLS = frozenset(

@@ -15,7 +15,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 MAX_FILE_LINES = 500
 MAX_FUNCTION_LINES = 60
-CASES = ("dsl", "operators", "operators/sandbox", "rewards", "trainer", "flowgrpo", "scripts")
+CASES = (
+    "dsl", "operators", "operators/sandbox", "rewards", "trainer", "flowgrpo", "scripts",
+    "research",
+)  # fmt: skip
 
 
 def oversized(path: Path, max_file: int = MAX_FILE_LINES, max_function: int = MAX_FUNCTION_LINES):

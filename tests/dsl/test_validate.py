@@ -3,6 +3,8 @@
 import pytest
 
 from flowgrpo.dsl import Limits, Op, Parallel, Seq, Workflow, parse, validate
+from flowgrpo.dsl.parser import _parse_or_error  # the caches, observed
+from flowgrpo.dsl.validate import _validate_cached, clear_caches
 
 
 def codes(report):
@@ -158,3 +160,12 @@ def test_results_for_identical_inputs_are_cached():
 def test_validate_rejects_non_text_input_clearly():
     with pytest.raises(TypeError, match="text or a Workflow"):
         validate(42)  # type: ignore[arg-type]
+
+
+def test_clear_caches_empties_the_parse_and_validate_caches():
+    validate("Custom -> Programmer", domain="math")
+    assert _parse_or_error.cache_info().currsize > 0
+    assert _validate_cached.cache_info().currsize > 0
+    clear_caches()
+    assert _parse_or_error.cache_info().currsize == 0
+    assert _validate_cached.cache_info().currsize == 0

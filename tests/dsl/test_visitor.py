@@ -112,7 +112,7 @@ def _branching_type_tests(path: Path) -> list[int]:
 def test_no_pass_outside_the_visitor_tests_node_types_itself():
     """Every pass over the AST dispatches through dsl.ast.Visitor (one `match` on node types)."""
     found = {}
-    for folder in ("flowgrpo", "dsl", "operators", "rewards", "trainer", "scripts"):
+    for folder in ("flowgrpo", "dsl", "operators", "rewards", "trainer", "scripts", "research"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             if path == ROOT / "dsl" / "ast.py":
                 continue

@@ -188,6 +188,17 @@ class EvalSession:
             self.model = PeftModel.from_pretrained(self.model, str(path), adapter_name=self._name())
             self.model.eval()
             self.adapter, self.described = path, f"{self.spec.name_or_path} + {path}"
+        self._start()
+
+    def use_model(self, model, tokenizer, described: str = "a model in memory") -> None:
+        """Evaluate ``model`` as it is (e.g. a policy just trained, its adapter on) instead of
+        loading one: moved to the session's device and put in eval mode; the executor is built
+        and the hooks started as :meth:`load` does."""
+        self.model, self.tokenizer, self.described = model.to(self.device), tokenizer, described
+        self.model.eval()
+        self._start()
+
+    def _start(self) -> None:
         if self.settings.execute:  # kind shared: the policy with its adapter disabled
             self.llm, self.limits = build_executor(
                 self.config.executor, self.model, self.tokenizer, device=self.device

@@ -1,8 +1,8 @@
-"""scripts/bench_seed.py: arms' ratios are taken round by round against the first arm."""
+"""research/bench_seed.py: arms' ratios are taken round by round against the first arm."""
 
 from types import SimpleNamespace
 
-from script_loader import REPO, load_script
+from study_loader import REPO, load_study
 
 
 def _row(wall, cpu, threads):
@@ -11,8 +11,8 @@ def _row(wall, cpu, threads):
 
 
 def test_the_report_gives_round_by_round_ratios_to_the_first_arm(monkeypatch, capsys):
-    monkeypatch.syspath_prepend(str(REPO / "scripts"))  # bench_seed imports bench_jobs
-    bench = load_script("bench_seed")
+    monkeypatch.syspath_prepend(str(REPO / "research"))  # bench_seed imports bench_jobs
+    bench = load_study("bench_seed")
     results = {
         "this checkout, 2 thread(s)": [_row(100, 200, 2), _row(200, 400, 2)],
         "this checkout, 1 thread(s)": [_row(150, 150, 1), _row(260, 260, 1)],

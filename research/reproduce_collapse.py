@@ -7,10 +7,10 @@ valid DSL, like the seed's Qwen2.5-7B), is scored by the SIMULATED executor
 seed's reward shape (invalid 0, valid-but-wrong 0.2, correct 1.2), and samples the same number
 of completions per step (K=2 gets 4x the problems):
 
-    python scripts/reproduce_collapse.py --seeds 0 1 2 3 4 --steps 12 \\
+    python research/reproduce_collapse.py --seeds 0 1 2 3 4 --steps 12 \\
         --sweep k2_grpo k8_grpo --sweep-lrs 1e-3 2.5e-3 5e-3   # the study (about 3 CPU hours here)
-    python scripts/reproduce_collapse.py --smoke --out /tmp/smoke   # tiny model, seconds
-    python scripts/reproduce_collapse.py ... --from-runs            # rebuild the table
+    python research/reproduce_collapse.py --smoke --out /tmp/smoke   # tiny model, seconds
+    python research/reproduce_collapse.py ... --from-runs            # rebuild the table
 
 Configurations (the config file's settings plus):
 
@@ -27,7 +27,7 @@ All but ``default``: no dynamic sampling, guard ``warn`` (collapses are counted,
 ``--lr`` is every configuration's rate; ``--sweep-lrs`` re-runs the ``--sweep`` configurations
 (default ``k2_grpo``) at other rates, to find where K=2 collapses.
 
-Writes between markers in ``OUT/RESULTS.md`` (other sections kept): the per-configuration
+Writes ``OUT/collapse_study.md`` (a file of its own, linked by the docs): the per-configuration
 table (means and 95% intervals over seeds), the guard table, figures in ``OUT/figures/``, and
 the per-run rows in ``OUT/collapse_study.json``. Raw runs go to ``--runs-dir`` (not committed).
 """
@@ -109,7 +109,7 @@ def load_base(args):
 
 def command_line(args) -> str:
     argv = [a for a in sys.argv[1:] if a != "--from-runs"]
-    command = "`python scripts/reproduce_collapse.py " + " ".join(argv) + "`"
+    command = "`python research/reproduce_collapse.py " + " ".join(argv) + "`"
     if args.from_runs:
         command += " (tables rebuilt from its run directories with `--from-runs`)"
     return command
@@ -145,7 +145,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--sweep-lrs", type=float, nargs="*", default=[], help="more rates")
     p.add_argument("--sweep", nargs="+", choices=list(CONFIGS), default=["k2_grpo"])
     p.add_argument("--set", nargs="*", default=[], help="more config overrides (KEY=VALUE)")
-    p.add_argument("--out", default="docs")
+    p.add_argument("--out", default="research/records")
     p.add_argument("--runs-dir", default="runs/collapse_study", help="raw runs (not committed)")
     p.add_argument("--smoke", action="store_true", help="tiny random model, 2 steps (for CI)")
     p.add_argument("--from-runs", action="store_true", help="rebuild from existing runs")

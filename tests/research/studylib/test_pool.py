@@ -7,8 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from flowgrpo.trainer.reports.pool import run_pool, threads_per_job
+from studylib.pool import run_pool, threads_per_job
 
 
 @pytest.mark.parametrize(

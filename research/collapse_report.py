@@ -1,6 +1,7 @@
-"""Tables and figures of the collapse study (``scripts/reproduce_collapse.py``): one row per
+"""Tables and figures of the collapse study (``research/reproduce_collapse.py``): one row per
 run from its run directory, then per-configuration means with 95% intervals over seeds, the
-guard's false-positive and detection rates, and the figures, into ``RESULTS.md``."""
+guard's false-positive and detection rates, and the figures, into ``OUT/collapse_study.md`` (a
+file of its own, which the docs link; no doc is edited in place)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from flowgrpo.trainer.monitoring.collapse import replay
-from flowgrpo.trainer.reports.diagnose import load_health_config, read_jsonl
-from flowgrpo.trainer.reports.study import (
+from studylib.study import (
     OLD_RULE,
     collapse_onset,
     guard_rates,
@@ -21,7 +20,11 @@ from flowgrpo.trainer.reports.study import (
     wilson_interval,
 )
 
-START, END = "<!-- collapse-study:start -->", "<!-- collapse-study:end -->"
+from flowgrpo.trainer.monitoring.collapse import replay
+from flowgrpo.trainer.reports.diagnose import load_health_config, read_jsonl
+
+#: The section's file under ``out`` (research/records/ by default; docs/RESULTS.md links it).
+SECTION_FILE = "collapse_study.md"
 HISTORY_KEYS = (
     "step",
     "fallback_rate",
@@ -241,13 +244,12 @@ def write(
     runs_dir: str,
     missing: Sequence[str] = (),
 ) -> Path:
-    """Write the section between the markers of ``out/RESULTS.md`` (other sections are kept);
-    ``missing`` names planned runs that were not found (said in the section, not hidden)."""
+    """Write the section to ``out/collapse_study.md`` (replaced whole); ``missing`` names
+    planned runs that were not found (said in the section, not hidden)."""
     figures = plot(runs, out / "figures")
     absent = f" Planned but not run, so left out: {', '.join(missing)}." if missing else ""
     section = "\n".join([
-        START,
-        "## The K=2 collapse study (known-optimum environment, SIMULATED executor)",
+        "# The K=2 collapse study (known-optimum environment, SIMULATED executor)",
         "",
         f"Command: {command}.{absent} {environment} Accuracies come from the SIMULATED executor "
         "(operators/simulation), not from an LLM. **Small-scale results**: a 135M policy on one "
@@ -277,13 +279,7 @@ def write(
         "",
         f"Raw runs (not committed): `{runs_dir}/<config>_lr<lr>_seed<N>/`; the rows with their "
         "series: `collapse_study.json`.",
-        END,
     ])  # fmt: skip
-    path = out / "RESULTS.md"
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Results\n"
-    if START in text and END in text:
-        text = text[: text.index(START)] + section + text[text.index(END) + len(END) :]
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    path.write_text(text, encoding="utf-8")
+    path = out / SECTION_FILE
+    path.write_text(section + "\n", encoding="utf-8")
     return path

@@ -6,10 +6,10 @@ at one step. A group whose mean accuracy is at least ``familiar`` (0.95) is a pr
 workflow solves (the SIMULATED executor's "familiar" latent class, docs/SIMULATED_EXECUTOR.md):
 its advantages rank workflows by execution noise only, so it says nothing about which workflow
 is better. The other groups are the informative ones; the choice is learnt from them
-(docs/RESULTS.md, "Screening: 128 executions per workflow").
+(research/RECORD.md, "Screening: 128 executions per workflow").
 
 Torch-free and pure: the near-best share takes the regret of a workflow as a function, so the
-caller decides the world (``scripts/group_signal.py`` builds it from the run's own config).
+caller decides the world (``research/group_signal.py`` builds it from the run's own config).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Benchmark: what one seed of the known-optimum study costs, this checkout against a revision.
 
-Runs ``scripts/learn_known_optimum.py`` (one seed, ``--steps`` steps, the held-out eval of
+Runs ``research/learn_known_optimum.py`` (one seed, ``--steps`` steps, the held-out eval of
 ``--eval-n`` problems x 4, SIMULATED executor) in turn for each arm, A B C A B C ..., so a drift
 of the machine's speed hits every arm, and reports per arm the wall and process CPU seconds
 (``getrusage(RUSAGE_CHILDREN)``), the per-seed minutes the study records, and each arm's ratio
@@ -9,7 +9,7 @@ through ``OMP_NUM_THREADS``), and with ``--baseline REV`` the same command at gi
 (checked out into a temporary worktree and installed there with ``pip install --no-deps
 --target``, so its own scripts and package run), with the first thread count::
 
-    python scripts/bench_seed.py --world configs/worlds/review-loops.yaml --baseline HEAD~1 \\
+    python research/bench_seed.py --world configs/worlds/review-loops.yaml --baseline HEAD~1 \\
         --threads 2 1 --steps 6 --repeats 2
 
 The start policy's held-out eval is computed in an uncounted warm-up per arm (the study caches
@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_jobs import SCRIPT, _median, study
+from bench_jobs import SCRIPT, median_text, study
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +67,10 @@ def install_revision(rev: str, where: Path) -> dict:
                    check=True, capture_output=True)  # fmt: skip
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
                     str(target), str(tree)], check=True, capture_output=True)  # fmt: skip
-    return {"script": tree / "scripts" / SCRIPT.name, "env": {"PYTHONPATH": str(target)}}
+    # the study lives in research/ since issue 41, in scripts/ at revisions before it
+    script = tree / "research" / SCRIPT.name
+    script = script if script.exists() else tree / "scripts" / SCRIPT.name
+    return {"script": script, "env": {"PYTHONPATH": str(target)}}
 
 
 def main(argv=None) -> None:
@@ -107,12 +110,12 @@ def report(args, results: dict[str, list[dict]]) -> None:
         runs = [run for row in rows for run in row["runs"]]
         ratio = [r["cpu_s"] / f["cpu_s"] for r, f in zip(rows, results[first], strict=True)]
         wall = [r["wall_s"] / f["wall_s"] for r, f in zip(rows, results[first], strict=True)]
-        print(f"{name}: wall s {_median([r['wall_s'] for r in rows])}; CPU s "
-              f"{_median([r['cpu_s'] for r in rows])}; study's record per seed: wall min "
-              f"{_median([r['wall_minutes'] for r in runs])}, CPU min "
-              f"{_median([r['cpu_minutes'] for r in runs])}, torch threads "
+        print(f"{name}: wall s {median_text([r['wall_s'] for r in rows])}; CPU s "
+              f"{median_text([r['cpu_s'] for r in rows])}; study's record per seed: wall min "
+              f"{median_text([r['wall_minutes'] for r in runs])}, CPU min "
+              f"{median_text([r['cpu_minutes'] for r in runs])}, torch threads "
               f"{sorted({r.get('torch_threads') for r in runs})}; against '{first}': wall "
-              f"{_median(wall)}, CPU {_median(ratio)}")  # fmt: skip
+              f"{median_text(wall)}, CPU {median_text(ratio)}")  # fmt: skip
 
 
 if __name__ == "__main__":

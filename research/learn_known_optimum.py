@@ -4,14 +4,15 @@ Trains ``configs/known-optimum.yaml`` (SmolLM2-135M + LoRA from the format-train
 scored by the SIMULATED executor: accuracies come from a model of operators, not from an LLM)
 once per seed, then evaluates the start policy and each run's final checkpoint on held-out
 problems (the test split) with the same simulated executor, as
-``flowgrpo eval --adapter RUN/checkpoint-N --executor simulated --n N --k K`` does. Writes a
-section of ``OUT/RESULTS.md`` (per-seed table, means with 95% intervals, a figure of regret over
-training) and ``OUT/known_optimum.json``:
+``flowgrpo eval --adapter RUN/checkpoint-N --executor simulated --n N --k K`` does. Writes
+``OUT/known_optimum.md`` (per-seed table, means with 95% intervals, a figure of regret over
+training; a file of its own, which the docs link) and ``OUT/known_optimum.json`` (OUT:
+research/records/ by default):
 
-    python scripts/learn_known_optimum.py --seeds 0 1 2 3 4          # CPU, about 40 minutes
-    python scripts/learn_known_optimum.py --from-runs ...            # runs already trained
-    python scripts/learn_known_optimum.py --tag T --resume ...       # skip seeds already saved
-    python scripts/learn_known_optimum.py --smoke --out /tmp/smoke   # tiny model (CI)
+    python research/learn_known_optimum.py --seeds 0 1 2 3 4          # CPU, about 40 minutes
+    python research/learn_known_optimum.py --from-runs ...            # runs already trained
+    python research/learn_known_optimum.py --tag T --resume ...       # skip seeds already saved
+    python research/learn_known_optimum.py --smoke --out /tmp/smoke   # tiny model (CI)
 
 Regret is the best achievable expected reward minus the expected reward of the workflows
 written (``sim/regret``; docs/SIMULATED_EXECUTOR.md); it falls when the policy learns.
@@ -27,10 +28,10 @@ import sys
 import time
 from pathlib import Path
 
-from flowgrpo.trainer.reports.group_signal import UNIFORM_MIX, is_near  # issue 20
-from flowgrpo.trainer.reports.study import mean_interval, series
+from studylib.group_signal import UNIFORM_MIX, is_near  # issue 20
+from studylib.study import mean_interval, series
 
-START, END = "<!-- known-optimum:start -->", "<!-- known-optimum:end -->"
+SECTION_FILE = "known_optimum.md"  # under --out; docs/RESULTS.md links it
 TAIL = 5  # "first"/"last" training values: means over this many rollouts (16 completions each)
 EVAL_KEYS = (
     "validity_rate", "pass@1", "sim/expected_accuracy", "sim/regret", "sim/valid_regret",
@@ -56,7 +57,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--eval-n", type=int, default=40, help="held-out problems")
     p.add_argument("--eval-k", type=int, default=4, help="workflows sampled per problem")
     p.add_argument("--runs-dir", default="runs/known_optimum", help="raw runs (not committed)")
-    p.add_argument("--out", default="docs")
+    p.add_argument("--out", default="research/records")
     p.add_argument("--from-runs", action="store_true", help="evaluate runs already trained")
     p.add_argument("--smoke", action="store_true", help="tiny random model (for CI)")
     p.add_argument("--world", dest="worlds", action="extend", nargs="+", default=[],
@@ -72,7 +73,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, help="torch threads per seed (default: CPUs / "
                    "--jobs); 1 costs the fewest CPU minutes (docs/BENCHMARKS.md)")  # fmt: skip
     p.add_argument("--tag", default="", help="names this setting in run folders and tables")
-    p.add_argument("--no-write", action="store_true", help="JSON only; leave RESULTS.md alone")
+    p.add_argument("--no-write", action="store_true", help="JSON only; no known_optimum.md")
     p.add_argument("--resume", action="store_true",
                    help="keep every world and seed already in OUT's JSON for this tag and "
                         "run only the --seeds not saved (a study goes on)")  # fmt: skip
@@ -116,29 +117,17 @@ def config_of(args, seed: int | None, world=None):
 
 
 def held_out(cfg, model, tokenizer, args) -> dict:
-    """The policy on ``--eval-n`` test problems, ``--eval-k`` samples each, SIMULATED executor."""
+    """The policy on ``--eval-n`` test problems, ``--eval-k`` samples each, evaluated as
+    ``flowgrpo eval`` evaluates a checkpoint of the run (its sampling, prompt, executor, hooks)."""
     from flowgrpo.operators.simulation.metrics import regret_settings
-    from flowgrpo.trainer.loop import setup
-    from flowgrpo.trainer.loop.metric_hooks import start_hooks
-    from flowgrpo.trainer.reports.eval_run import resolve_device
-    from flowgrpo.trainer.reports.evaluate import EvalSettings, evaluate
+    from flowgrpo.trainer.reports.eval_run import EvalOptions, EvalSession
 
-    r = cfg.rollout
-    settings = EvalSettings(
-        task=r.task,
-        n=args.eval_n,
-        k=args.eval_k,
-        temperature=r.temperature,
-        top_p=r.top_p,
-        max_new_tokens=r.max_new_tokens,
-        constrained=r.constrained,
-    )  # fmt: skip  (the policy is evaluated as it samples in training)
-    model.to(resolve_device("auto"))  # the GPU where one is visible, as training uses it
-    executor, limits = setup.executor(cfg, model, tokenizer)
-    model.eval()
-    sim = regret_settings(cfg, limits)
-    result = evaluate(model, tokenizer, settings, executor, limits, hooks=start_hooks(cfg))
+    # device auto: the GPU where one is visible, as training uses it
+    session = EvalSession(cfg, EvalOptions(n=args.eval_n, k=args.eval_k, device="auto"))
+    session.use_model(model, tokenizer)
+    result = session.evaluate()
     out = {key: result.get(key) for key in EVAL_KEYS}
+    sim = regret_settings(cfg, session.limits)
     out.update(mode_of(result.get("top_workflows") or [], sim, result.get("samples") or 1))
     return out
 
@@ -304,10 +293,9 @@ def section(args, start: dict, runs: list[dict], figure: Path) -> str:
     argv = " ".join(a for a in sys.argv[1:] if a != "--from-runs")
     model = "tiny random (smoke)" if args.smoke else "SmolLM2-135M-Instruct + LoRA r16"
     return "\n".join([
-        START,
-        "## Learning in the known-optimum environment (SIMULATED executor)",
+        "# Learning in the known-optimum environment (SIMULATED executor)",
         "",
-        f"Command: `python scripts/learn_known_optimum.py {argv}`"
+        f"Command: `python research/learn_known_optimum.py {argv}`"
         f"{' (evaluated with --from-runs)' if args.from_runs else ''}. Machine: "
         f"{platform.machine()}, CPU only, Python {platform.python_version()}, torch "
         f"{torch.__version__}. Policy: {model}, config `{args.config}`, "
@@ -323,20 +311,14 @@ def section(args, start: dict, runs: list[dict], figure: Path) -> str:
         f"![known_optimum]({figure.relative_to(Path(args.out))})",
         "",
         f"Raw runs (not committed): `{args.runs_dir}/seed<N>/`; numbers: `known_optimum.json`.",
-        END,
     ])  # fmt: skip
 
 
 def write(args, start: dict, runs: list[dict]) -> Path:
     out = Path(args.out)
     text_section = section(args, start, runs, plot(runs, out / "figures"))
-    path = out / "RESULTS.md"
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Results\n"
-    if START in text and END in text:
-        text = text[: text.index(START)] + text_section + text[text.index(END) + len(END) :]
-    else:
-        text = text.rstrip() + "\n\n" + text_section + "\n"
-    path.write_text(text, encoding="utf-8")
+    path = out / SECTION_FILE
+    path.write_text(text_section + "\n", encoding="utf-8")
     data = {"start": start, "runs": runs}
     (out / "known_optimum.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
     return path
@@ -450,7 +432,7 @@ def trained(args, plan: list, base):
     in this process, or ``--jobs`` seeds at a time in worker processes."""
     from concurrent.futures.process import BrokenProcessPool
 
-    from flowgrpo.trainer.reports.pool import run_pool
+    from studylib.pool import run_pool
 
     if args.jobs == 1:
         for _, world, seed in plan:

@@ -1,12 +1,12 @@
 """Where the learning signal of known-optimum runs comes from (SIMULATED executor).
 
-    python scripts/group_signal.py runs/known_optimum/c-ex32-4x4/drawn-2026-0/seed*
+    python research/group_signal.py runs/known_optimum/c-ex32-4x4/drawn-2026-0/seed*
 
 Per run directory (its samples.jsonl and config.yaml) and pooled over all of them: the share of
 "familiar" groups (mean accuracy >= 0.95: every workflow solved the problem), the informative
 groups per step, the advantage mass the familiar groups carry, and per block of steps the share
 of training completions within 0.02 of the best workflow of the run's own simulated world.
-See flowgrpo.trainer.reports.group_signal.
+See research/studylib/group_signal.py.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from flowgrpo.trainer.reports.diagnose import read_jsonl
-from flowgrpo.trainer.reports.group_signal import (
+from studylib.group_signal import (
     FAMILIAR,
     UNIFORM_MIX,
     group_signal,
     near_best_by_block,
 )
+
+from flowgrpo.trainer.reports.diagnose import read_jsonl
 
 
 def regret_of(run_dir: Path):

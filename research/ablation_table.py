@@ -10,10 +10,10 @@ whose last 3 steps raised entropy_low (reported, not a target), and minutes per 
 clock, and CPU time of the process (both cores; "–" for files without it).
 ``--targets`` adds the issue's "done when" verdict per world:
 
-    python scripts/ablation_table.py runs/screen/known_optimum-*.json
-    python scripts/ablation_table.py docs/ablations/*.json --targets
-    python scripts/ablation_table.py --merge NAME a.json b.json
-    python scripts/ablation_table.py new.json --against base-a.json base-b.json
+    python research/ablation_table.py runs/screen/known_optimum-*.json
+    python research/ablation_table.py research/records/ablations/*.json --targets
+    python research/ablation_table.py --merge NAME a.json b.json
+    python research/ablation_table.py new.json --against base-a.json base-b.json
 
 ``--merge`` joins files of one setting run in parts (other seeds, other sessions) into one row;
 the worlds' starts must agree, a seed may appear once per world, and overrides that differ
@@ -30,7 +30,7 @@ import json
 import sys
 from pathlib import Path
 
-from flowgrpo.trainer.reports.study import mean_interval
+from studylib.study import mean_interval
 
 HEADER = (
     "| setting | world | valid-only regret start → trained | seeds lower | mode near best "

@@ -1,7 +1,7 @@
 """Statistics of multi-seed studies (issue 13): intervals over seeds, when a run collapsed, and
 the collapse rule's false-positive and detection rates measured on study runs.
 
-Used by ``scripts/reproduce_collapse.py`` and ``scripts/learn_known_optimum.py``; torch-free.
+Used by ``research/reproduce_collapse.py`` and ``research/learn_known_optimum.py``; torch-free.
 
 * :func:`wilson_interval` — the 95% Wilson score interval of a proportion (Wilson 1927,
   doi:10.1080/01621459.1927.10502953): unlike the normal ("Wald") interval it stays inside

@@ -1,11 +1,11 @@
-"""scripts/ablation_table.py: the issue-20 rows and verdicts against hand-computed values."""
+"""research/ablation_table.py: the issue-20 rows and verdicts against hand-computed values."""
 
 import json
 
 import pytest
-from script_loader import load_script
+from study_loader import load_study
 
-ablation = load_script("ablation_table")
+ablation = load_study("ablation_table")
 
 
 def _run(vor, near, entropy, alerts=None, steps=30):

@@ -3,15 +3,15 @@
 import math
 
 import pytest
-
-from flowgrpo.trainer.monitoring.collapse import CollapseRule
-from flowgrpo.trainer.reports.study import (
+from studylib.study import (
     OLD_RULE,
     collapse_onset,
     guard_rates,
     mean_interval,
     wilson_interval,
 )
+
+from flowgrpo.trainer.monitoring.collapse import CollapseRule
 
 
 def test_wilson_interval_matches_the_published_values():

@@ -1,6 +1,6 @@
 """Benchmark: seeds of the known-optimum study one after another vs two at once (``--jobs``).
 
-Runs ``scripts/learn_known_optimum.py`` on the same seeds, steps and held-out size with
+Runs ``research/learn_known_optimum.py`` on the same seeds, steps and held-out size with
 ``--jobs 1`` (one process, torch on every core) and ``--jobs 2`` (two worker processes, the
 cores shared), alternating A B A B so that a drift of the machine's speed hits both, and
 reports per arm the wall seconds and the CPU seconds of the whole process tree (the script and
@@ -9,7 +9,7 @@ wall and CPU minutes the study itself records. The start policy's held-out numbe
 once in an uncounted warm-up (the study caches them), so both arms time training + eval only.
 SIMULATED executor, as in the study::
 
-    python scripts/bench_jobs.py --seeds 0 1 --steps 6 --eval-n 8 --repeats 2
+    python research/bench_jobs.py --seeds 0 1 --steps 6 --eval-n 8 --repeats 2
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def study(args, jobs: int, out: Path, tag: str, seeds=None, steps=None, script=S
     return {"wall_s": wall, "cpu_s": cpu, "runs": runs}
 
 
-def _median(values) -> str:
+def median_text(values) -> str:
     return f"{statistics.median(values):.2f} (min {min(values):.2f}, max {max(values):.2f})"
 
 
@@ -80,15 +80,15 @@ def report(args, results: dict[int, list[dict]]) -> None:
     for jobs in args.jobs:
         rows = results[jobs]
         per_seed = [run for row in rows for run in row["runs"]]
-        print(f"--jobs {jobs}: wall s {_median([r['wall_s'] for r in rows])}; "
-              f"process-tree CPU s {_median([r['cpu_s'] for r in rows])}; per seed (study's "
-              f"own record) wall min {_median([r['wall_minutes'] for r in per_seed])}, CPU min "
-              f"{_median([r['cpu_minutes'] for r in per_seed])}, torch threads "
+        print(f"--jobs {jobs}: wall s {median_text([r['wall_s'] for r in rows])}; "
+              f"process-tree CPU s {median_text([r['cpu_s'] for r in rows])}; per seed (study's "
+              f"own record) wall min {median_text([r['wall_minutes'] for r in per_seed])}, CPU min "
+              f"{median_text([r['cpu_minutes'] for r in per_seed])}, torch threads "
               f"{sorted({r.get('torch_threads') for r in per_seed})}")  # fmt: skip
     pairs = list(zip(results[b], results[a], strict=True))
     print(f"ratio --jobs {b} / --jobs {a}, pair by pair: wall "
-          f"{_median([x['wall_s'] / y['wall_s'] for x, y in pairs])}, CPU "
-          f"{_median([x['cpu_s'] / y['cpu_s'] for x, y in pairs])}")  # fmt: skip
+          f"{median_text([x['wall_s'] / y['wall_s'] for x, y in pairs])}, CPU "
+          f"{median_text([x['cpu_s'] / y['cpu_s'] for x, y in pairs])}")  # fmt: skip
 
 
 def main(argv=None) -> None:

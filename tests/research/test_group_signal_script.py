@@ -1,13 +1,13 @@
-"""scripts/group_signal.py: a run directory in, the signal and the near-best blocks out."""
+"""research/group_signal.py: a run directory in, the signal and the near-best blocks out."""
 
 import json
 import shutil
 
-from script_loader import REPO, load_script
+from study_loader import REPO, load_study
 
 
 def _script():
-    return load_script("group_signal")
+    return load_study("group_signal")
 
 
 def test_a_run_dir_reports_its_groups_and_the_worlds_near_best_share(tmp_path, capsys):

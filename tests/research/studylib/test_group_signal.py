@@ -3,8 +3,7 @@
 import math
 
 import pytest
-
-from flowgrpo.trainer.reports.group_signal import group_signal, near_best_by_block
+from studylib.group_signal import group_signal, near_best_by_block
 
 
 def _row(step, problem, accuracy, advantage, canonical="Custom", valid=True):

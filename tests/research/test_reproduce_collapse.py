@@ -15,7 +15,7 @@ CONFIGS = {"k2_grpo", "k8_grpo", "k8_dr_grpo", "k8_gdpo", "default"}
 def test_study_smoke_run_writes_the_tables_and_figure(tmp_path):
     cmd = [
         sys.executable,
-        str(REPO / "scripts" / "reproduce_collapse.py"),
+        str(REPO / "research" / "reproduce_collapse.py"),
         "--smoke",
         "--sweep-lrs",
         "1e-3",
@@ -26,7 +26,8 @@ def test_study_smoke_run_writes_the_tables_and_figure(tmp_path):
     ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
-    text = (tmp_path / "RESULTS.md").read_text()
+    text = (tmp_path / "collapse_study.md").read_text()  # its own file; no doc edited in place
+    assert not (tmp_path / "RESULTS.md").exists()
     for name in CONFIGS:
         assert f"| {name} | 0.0002 | 2 |" in text  # every configuration, 2 seeds
     assert "| k2_grpo | 0.001 | 2 |" in text  # the learning-rate sweep
@@ -46,8 +47,8 @@ def test_study_smoke_run_writes_the_tables_and_figure(tmp_path):
     # rebuilding from the run directories gives the same tables, in one section
     rebuilt = subprocess.run([*cmd, "--from-runs"], capture_output=True, text=True, cwd=REPO)
     assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
-    again = (tmp_path / "RESULTS.md").read_text()
-    assert again.count("collapse-study:start") == 1
+    again = (tmp_path / "collapse_study.md").read_text()
+    assert again.count("# The K=2 collapse study") == 1  # the file replaced, not appended to
     table = text[text.index("| config |") : text.index("![")]
     assert table == again[again.index("| config |") : again.index("![")]
     assert "Planned but not run" not in again
@@ -55,5 +56,5 @@ def test_study_smoke_run_writes_the_tables_and_figure(tmp_path):
     more = [*cmd[:3], "--sweep-lrs", "1e-3", "5e-3", *cmd[-4:], "--from-runs"]
     partial = subprocess.run(more, capture_output=True, text=True, cwd=REPO)
     assert partial.returncode == 0, partial.stderr[-3000:]
-    said = (tmp_path / "RESULTS.md").read_text()
+    said = (tmp_path / "collapse_study.md").read_text()
     assert "not run, so left out: k2_grpo lr 0.005 (seeds 0 1)." in said
