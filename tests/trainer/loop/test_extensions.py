@@ -144,7 +144,8 @@ def test_plugins_operators_backend_and_prompt_from_one_config(user_dir, monkeypa
                 },
             ],
         },
-        "rollout": {"task": f"jsonl:{tmp_path / 'trivia.jsonl'}", "executor": name},
+        "rollout": {"task": f"jsonl:{tmp_path / 'trivia.jsonl'}"},
+        "executor": {"kind": name},
         "rewards": {"weights": {"validity": 0.3, "accuracy": 1.0, f"{name}_critiqued": 0.1}},
     }
     (tmp_path / "mine.yaml").write_text(json.dumps(config))
