@@ -42,11 +42,12 @@ from flowgrpo.dsl.operators import (
 )
 from flowgrpo.dsl.parser import parse
 from flowgrpo.dsl.validate import (
-    DEFAULT_LIMITS,
+    DEFAULT_MAX_CALLS,
+    DEFAULT_STATIC_LIMITS,
     STRUCTURES,
-    Limits,
     Problem,
     Report,
+    StaticLimits,
     count_calls,
     features_of,
     nesting_depth,
@@ -56,7 +57,8 @@ from flowgrpo.dsl.validate import (
 
 __all__ = [
     "AFLOW_OPERATORS",
-    "DEFAULT_LIMITS",
+    "DEFAULT_MAX_CALLS",
+    "DEFAULT_STATIC_LIMITS",
     "DOMAINS",
     "OPERATORS",
     "ROLES",
@@ -65,7 +67,6 @@ __all__ = [
     "DSLError",
     "DSLSyntaxError",
     "Extraction",
-    "Limits",
     "Loop",
     "Node",
     "Op",
@@ -75,6 +76,7 @@ __all__ = [
     "Problem",
     "Report",
     "Seq",
+    "StaticLimits",
     "Visitor",
     "Workflow",
     "canonical",

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from flowgrpo.dsl.operators import GENERATOR, OperatorTable
 from flowgrpo.dsl.operators import default_table as _default_table
-from flowgrpo.dsl.validate import DEFAULT_LIMITS, Limits, validate
+from flowgrpo.dsl.validate import DEFAULT_STATIC_LIMITS, StaticLimits, validate
 
 _AFTER = (" -> ", " * ", " ? ", " : ", ", ", "]", ")", "(")  # what may follow a unit
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -155,7 +155,7 @@ def shortest_closing(
     prefix: str,
     domain: str = "math",
     operators: OperatorTable | None = None,
-    limits: Limits | None = None,
+    limits: StaticLimits | None = None,
     measure: Callable[[str], int] = len,
     check: bool = False,
 ) -> Closing | None:
@@ -195,7 +195,10 @@ def shortest_closing(
         if (
             check
             and not validate(
-                prefix + text, domain=domain, limits=limits or DEFAULT_LIMITS, operators=table
+                prefix + text,
+                domain=domain,
+                limits=limits or DEFAULT_STATIC_LIMITS,
+                operators=table,
             ).ok
         ):
             continue

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from flowgrpo.dsl.operators import CHECKER, ENSEMBLER, GENERATOR, REFINER, OperatorTable
 from flowgrpo.dsl.operators import default_table as _default_table
-from flowgrpo.dsl.validate import DEFAULT_LIMITS, Limits
+from flowgrpo.dsl.validate import DEFAULT_STATIC_LIMITS, StaticLimits
 
 # printable only: a control character (\r, \t, \x0c, ...) in an instruction is legal for the
 # grammar's regex but breaks extraction's line handling (a sample would be a fallback)
@@ -117,7 +117,7 @@ def _branch_rules(d: int, budget: int) -> list[str]:
     return rules
 
 
-def _budget_grammar(op_rules: dict, has: dict, limits: Limits) -> list[str]:
+def _budget_grammar(op_rules: dict, has: dict, limits: StaticLimits) -> list[str]:
     budget, top = limits.max_calls, limits.max_depth
     starts = " | ".join(f"seq_h{top}_{c}" for c in range(1, budget + 1))
     lines = [f"start: {starts}", *[r for r in op_rules.values() if r is not None]]
@@ -132,7 +132,7 @@ def _budget_grammar(op_rules: dict, has: dict, limits: Limits) -> list[str]:
 def workflow_grammar(
     domain: str,
     operators: OperatorTable | None = None,
-    limits: Limits | None = None,
+    limits: StaticLimits | None = None,
     budget: bool = False,
 ) -> str:
     """The Lark text of the constraint grammar for ``domain`` (see the module docstring).
@@ -146,7 +146,7 @@ def workflow_grammar(
     can be valid then).
     """
     table = operators if operators is not None else _default_table()
-    limits = limits if limits is not None else DEFAULT_LIMITS
+    limits = limits if limits is not None else DEFAULT_STATIC_LIMITS
     allowed = table.for_domain(domain)
     op_rules = {
         "op_h": _op_rule("op_h", table, allowed, (GENERATOR,)),

@@ -39,28 +39,37 @@ from flowgrpo.dsl.parser import _parse_or_error, parse
 STRUCTURES = ("single", "chain", "conditional", "loop", "parallel")
 
 
+#: THE call budget's default: executor LLM calls one workflow run may make
+#: (``executor.max_calls``). The static bound below, the interpreter's budget
+#: (``operators.interpreter.Limits``) and the cost reward's normaliser are all this number for a
+#: run, derived from its ``executor.max_calls``.
+DEFAULT_MAX_CALLS = 12
+
+
 @dataclass(frozen=True)
-class Limits:
-    """Bounds a valid workflow must respect.
+class StaticLimits:
+    """Bounds a valid workflow must respect, checked on its text (statically).
 
     Attributes:
         max_loop_count: largest allowed ``* n`` (smallest is 1).
-        max_calls: largest worst-case number of operator calls, loops expanded.
+        max_calls: largest worst-case number of operator calls, loops expanded: a run's call
+            budget (``operators.interpreter.Limits.static_limits``), so a workflow valid for
+            the reward is never stopped by the executor for its number of operators.
         max_depth: deepest nesting of parallel / conditional / loop constructs.
     """
 
     max_loop_count: int = 5
-    max_calls: int = 20
+    max_calls: int = DEFAULT_MAX_CALLS
     max_depth: int = 4
 
     def __post_init__(self):
         for name in ("max_loop_count", "max_calls", "max_depth"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise ValueError(f"Limits.{name} must be a positive integer, got {value!r}")
+                raise ValueError(f"StaticLimits.{name} must be a positive integer, got {value!r}")
 
 
-DEFAULT_LIMITS = Limits()
+DEFAULT_STATIC_LIMITS = StaticLimits()
 
 
 @dataclass(frozen=True)
@@ -117,7 +126,7 @@ class Report:
 def validate(
     workflow: str | Workflow,
     domain: str | None = None,
-    limits: Limits = DEFAULT_LIMITS,
+    limits: StaticLimits = DEFAULT_STATIC_LIMITS,
     allowed_operators: frozenset[str] | None = None,
     operators: OperatorTable | None = None,
 ) -> Report:
@@ -165,7 +174,7 @@ def _validate_cached(workflow, domain, limits, allowed, table) -> Report:
     return _check(text, workflow, domain, limits, allowed, table)
 
 
-def _check(text, workflow: Workflow, domain, limits: Limits, allowed, table) -> Report:
+def _check(text, workflow: Workflow, domain, limits: StaticLimits, allowed, table) -> Report:
     checker = _Checker(domain, limits, allowed, table)
     checker.visit(workflow.root, _State())
     root = workflow.root
@@ -319,7 +328,7 @@ class _State:
 class _Checker(Visitor[_State]):
     """Walks the AST once, threading a :class:`_State`, collecting every problem."""
 
-    def __init__(self, domain, limits: Limits, allowed, table: OperatorTable):
+    def __init__(self, domain, limits: StaticLimits, allowed, table: OperatorTable):
         self.domain, self.limits, self.allowed, self.table = domain, limits, allowed, table
         names = table.names_with_role(CHECKER)
         head = [", ".join(names[:-1])] if len(names) > 1 else []

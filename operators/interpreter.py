@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from flowgrpo.dsl import (
+    DEFAULT_MAX_CALLS,
+    DEFAULT_STATIC_LIMITS,
     Cond,
     Loop,
     Node,
@@ -30,6 +32,7 @@ from flowgrpo.dsl import (
     OperatorTable,
     Parallel,
     Seq,
+    StaticLimits,
     Visitor,
     Workflow,
     validate,
@@ -50,12 +53,13 @@ class Limits:
     """Bounds on one workflow run (part of the cache key).
 
     Attributes:
-        max_llm_calls: LLM calls allowed per run (retries of Programmer/Test included).
+        max_llm_calls: LLM calls allowed per run (retries of Programmer/Test included): the
+            run's call budget, ``executor.max_calls`` (default :data:`dsl.DEFAULT_MAX_CALLS`).
         max_seconds: wall-clock budget per run, seconds (counted across batched rounds).
         ops: per-operator settings (token budgets, retries, sandbox timeout).
     """
 
-    max_llm_calls: int = 24
+    max_llm_calls: int = DEFAULT_MAX_CALLS
     max_seconds: float = 120.0
     ops: OpSettings = field(default_factory=OpSettings)
 
@@ -64,6 +68,12 @@ class Limits:
             raise ValueError("Limits.max_llm_calls must be >= 1")
         if self.max_seconds <= 0:
             raise ValueError("Limits.max_seconds must be > 0 (seconds)")
+
+    def static_limits(self) -> StaticLimits:
+        """The DSL's static bounds of a workflow this run executes: its worst-case operator
+        calls within the call budget, so validation (reward, interpreter, constrained sampler)
+        never accepts a workflow the budget stops for its number of operators alone."""
+        return dataclasses.replace(DEFAULT_STATIC_LIMITS, max_calls=self.max_llm_calls)
 
     def cache_key(self) -> str:
         """Every field (operator settings included) as canonical JSON: the cache key's part for
@@ -356,7 +366,9 @@ def _plan(pairs, repeats, llm, limits, cache, operators, results) -> dict[tuple,
     cache key."""
     todo: dict[tuple, _Pending] = {}
     for i, ((workflow, problem), repeat) in enumerate(zip(pairs, repeats)):
-        report = validate(workflow, domain=problem.domain, operators=operators)
+        report = validate(
+            workflow, domain=problem.domain, limits=limits.static_limits(), operators=operators
+        )
         if not report.ok:
             first = report.errors[0]
             results[i] = ExecutionResult(

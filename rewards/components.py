@@ -171,14 +171,14 @@ def _partial_credit(problem, run: ExecutionResult, options: RewardOptions) -> fl
 def cost(group: Sequence[Sample], options: RewardOptions, history=None) -> np.ndarray:
     """Cheapness of the execution in [0, 1]: fewer executor calls (and tokens) score higher.
 
-    ``calls_part = 1 - min(calls, cost_max_calls) / cost_max_calls`` (default 20 calls: 1 call
-    scores 0.95, 20 or more score 0). With ``cost_max_tokens`` set, the score is the mean of
-    ``calls_part`` and the same formula over executor tokens. Independent of correctness: two
+    ``calls_part = 1 - min(calls, cost_max_calls) / cost_max_calls`` (the run's call budget,
+    ``executor.max_calls``; 12 by default: 1 call scores 0.917, 12 score 0). With
+    ``cost_max_tokens`` set, the score is the mean of ``calls_part`` and the same formula over executor tokens. Independent of correctness: two
     samples with the same accuracy are ordered by cost; accuracy dominates through its weight.
 
     Invalid workflows and fallbacks get 0, not 1: otherwise writing prose would be the cheapest
     way to earn cost. Valid but not executed, or unscorable: NaN. With the example group:
-    ``[0.0, 0.0, 0.0, 0.9, 0.95]``.
+    ``[0.0, 0.0, 0.0, 0.833, 0.917]`` (rounded; 12 calls).
     """
     return _array(_cost(s, options) for s in group)
 
@@ -192,7 +192,8 @@ def _cost(sample: Sample, options: RewardOptions) -> float:
 
 
 def _run_cost(run: ExecutionResult, options: RewardOptions) -> float:
-    score = 1.0 - min(run.calls, options.cost_max_calls) / options.cost_max_calls
+    calls = options.cost_calls
+    score = 1.0 - min(run.calls, calls) / calls
     if options.cost_max_tokens is None:
         return score
     tokens = 1.0 - min(run.tokens, options.cost_max_tokens) / options.cost_max_tokens

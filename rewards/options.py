@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowgrpo.configuration import from_dict
+from flowgrpo.dsl.validate import DEFAULT_MAX_CALLS
 
 DIVERSITY_METRICS = ("canonical", "structural")
 
@@ -43,7 +44,9 @@ class RewardOptions:
         max_partial_credit: cap on partial credit for a wrong answer, so a correct answer always
             earns at least ``1 - max_partial_credit`` more accuracy. In [0, 1).
         cost_max_calls: executor LLM calls at which the cost score reaches 0 (linear from 1 at
-            0 calls; more calls are clamped).
+            0 calls; more calls are clamped). None: the run's call budget, derived from
+            ``executor.max_calls`` by ``TrainConfig`` (:data:`dsl.DEFAULT_MAX_CALLS` outside a
+            run); a value set must equal it (one call budget).
         cost_max_tokens: executor tokens at which the token part reaches 0; None ignores tokens.
             When set, cost is the mean of the call part and the token part.
         diversity_metric: ``canonical`` (share of siblings with a different canonical form) or
@@ -64,11 +67,16 @@ class RewardOptions:
     graded_code: bool = True
     graded_qa: bool = False
     max_partial_credit: float = 0.9
-    cost_max_calls: int = 20
+    cost_max_calls: int | None = None
     cost_max_tokens: int | None = None
     diversity_metric: str = "canonical"
     diversity_requires_valid: bool = True
     diversity_history_weight: float = 0.0
+
+    @property
+    def cost_calls(self) -> int:
+        """The cost score's normaliser: ``cost_max_calls``, or the default call budget."""
+        return DEFAULT_MAX_CALLS if self.cost_max_calls is None else self.cost_max_calls
 
     def __post_init__(self):
         levels = [getattr(self, name) for name in _LEVELS]
@@ -87,7 +95,7 @@ class RewardOptions:
                 "RewardOptions.max_partial_credit must be below 1 so that a correct answer "
                 f"outscores a wrong one, got {self.max_partial_credit}; use e.g. 0.9"
             )
-        calls = self.cost_max_calls
+        calls = self.cost_calls
         if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
             raise ValueError(f"RewardOptions.cost_max_calls must be an int >= 1, got {calls!r}")
         if self.cost_max_tokens is not None and (

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flowgrpo.dsl import Extraction, OperatorTable, Report, extract, validate
+from flowgrpo.dsl import (
+    DEFAULT_STATIC_LIMITS,
+    Extraction,
+    OperatorTable,
+    Report,
+    extract,
+    validate,
+)
+from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.state import ExecutionResult
 from flowgrpo.operators.tasks.base import Problem
 
@@ -75,9 +83,11 @@ def make_sample(
     completion: str,
     execution: ExecutionResult | None = None,
     operators: OperatorTable | None = None,
+    limits: Limits | None = None,
 ) -> Sample:
     """Extract and validate ``completion`` for ``problem`` (no execution; pass one to attach it)
-    against ``operators`` (default: the process-wide table).
+    against ``operators`` (default: the process-wide table) within the static bounds of the
+    run's ``limits`` (its call budget; default: the DSL's, whose budget is the default one).
 
     For tests, examples and scripts; :func:`rewards.score.prepare_samples` does the same for a
     batch and executes the valid workflows.
@@ -91,6 +101,11 @@ def make_sample(
     report = (
         None
         if extraction.fallback
-        else validate(extraction.dsl, domain=problem.domain, operators=operators)
+        else validate(
+            extraction.dsl,
+            domain=problem.domain,
+            limits=DEFAULT_STATIC_LIMITS if limits is None else limits.static_limits(),
+            operators=operators,
+        )
     )
     return Sample(problem, completion, extraction, report, execution)

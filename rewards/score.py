@@ -70,11 +70,12 @@ def prepare_samples(
     Only valid workflows run, all in ONE ``run_workflows`` call (LLM calls batched per stage;
     identical (workflow, problem) pairs run once; earlier results come from ``cache``).
     Fallbacks and invalid workflows get ``execution=None``. Validation uses the problem's domain
-    and the DSL's default limits (the interpreter validates the same way).
+    and the static bounds of ``limits`` (its call budget; the interpreter validates the same
+    way), so a workflow valid here is not one the executor stops for its number of operators.
     """
     _check_batch(problems, completions, group_size)
     samples = [
-        make_sample(problem, text, operators=operators)
+        make_sample(problem, text, operators=operators, limits=limits)
         for g, problem in enumerate(problems)
         for text in completions[g * group_size : (g + 1) * group_size]
     ]

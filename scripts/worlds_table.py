@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from flowgrpo.dsl import DEFAULT_MAX_CALLS
 from flowgrpo.operators.executor import ExecutorConfig, executor_limits
 from flowgrpo.operators.simulation import analyze
 from flowgrpo.operators.simulation.space import expected_reward, workflow_space
@@ -27,9 +28,13 @@ NEAR = 0.02
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("worlds", nargs="*", help="world files (default: configs/worlds/*.yaml)")
-    p.add_argument("--max-calls", type=int, default=12, help="the run's executor call budget")
+    p.add_argument(
+        "--max-calls",
+        type=int,
+        default=DEFAULT_MAX_CALLS,
+        help="the run's call budget (executor.max_calls; also the cost score's normaliser)",
+    )
     p.add_argument("--accuracy-weight", type=float, default=1.0)
-    p.add_argument("--cost-max-calls", type=int, default=20)
     return p.parse_args(argv)
 
 
@@ -40,7 +45,7 @@ def ranked(world, args) -> list[tuple[float, float, float, str]]:
     rows = []
     for text in workflow_space():
         stats = analyze(text, world.params, MIX, limits)
-        reward = expected_reward(stats, args.accuracy_weight, cost, args.cost_max_calls)
+        reward = expected_reward(stats, args.accuracy_weight, cost, args.max_calls)
         rows.append((reward, stats.accuracy, stats.expected_calls, text))
     return sorted(rows, key=lambda r: (-r[0], r[3]))
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowgrpo.configuration import check
+from flowgrpo.dsl.validate import DEFAULT_MAX_CALLS
 
 __all__ = ["ExecutorConfig"]
 
@@ -41,7 +42,9 @@ class ExecutorConfig:
         backoff_s: openai: delay before the first retry (seconds), doubled per retry up to
             8 s and jittered; a 429's Retry-After is honoured up to 60 s.
         max_calls: executor calls one workflow run may make (calls; Programmer/Test retries
-            count).
+            count): THE call budget of a run. The DSL's static bound (a valid workflow's
+            worst-case operator calls), the interpreter's budget and the cost reward's
+            normaliser (``rewards.options.cost_max_calls``) are derived from it.
         max_seconds: wall-clock budget of one workflow run (seconds, across batched rounds).
         options: settings of a plugin kind, a mapping its plugin reads and checks when the run
             is built (the ``check`` its ``register_backend`` gave): kind simulated takes
@@ -56,7 +59,7 @@ class ExecutorConfig:
     timeout_s: float = 120.0
     max_retries: int = 4
     backoff_s: float = 0.5
-    max_calls: int = 12
+    max_calls: int = DEFAULT_MAX_CALLS
     max_seconds: float = 120.0
     options: Mapping[str, Any] = field(default_factory=dict)
 

@@ -32,6 +32,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from flowgrpo.dsl import (
+    DEFAULT_MAX_CALLS,
     Cond,
     Loop,
     Node,
@@ -115,7 +116,7 @@ class WorkflowStats:
     calls: Mapping[int, float]
     budget_stop: float
 
-    def expected_cost_score(self, cost_max_calls: int = 20) -> float:
+    def expected_cost_score(self, cost_max_calls: int = DEFAULT_MAX_CALLS) -> float:
         """E[1 - min(calls, M) / M]: the rewards' ``cost`` component (without tokens)."""
         m = cost_max_calls
         return sum(p * (1.0 - min(k, m) / m) for k, p in self.calls.items())

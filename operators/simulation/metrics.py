@@ -27,6 +27,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from flowgrpo.dsl import DEFAULT_MAX_CALLS
 from flowgrpo.metrics_hooks import MetricsHook
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.simulation import SimulationParams, analyze, regret
@@ -57,7 +58,7 @@ class RegretSettings:
     limits: Limits
     accuracy_weight: float = 1.0
     cost_weight: float = 0.0
-    cost_max_calls: int = 20
+    cost_max_calls: int = DEFAULT_MAX_CALLS
 
     @property
     def weights(self) -> dict:

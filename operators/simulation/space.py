@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from flowgrpo.dsl import Workflow, canonical, validate
+from flowgrpo.dsl import DEFAULT_MAX_CALLS, StaticLimits, Workflow, canonical, validate
 from flowgrpo.operators.interpreter import DEFAULT_LIMITS, Limits
 from flowgrpo.operators.simulation.analytic import Difficulty, WorkflowStats, analyze
 from flowgrpo.operators.simulation.params import SimulationParams
@@ -85,6 +85,13 @@ def workflow_space(max_branches: int = 3, max_tail: int = 2) -> tuple[str, ...]:
     return _space(max_branches, max_tail)
 
 
+#: The static bound the space of issue 13 was enumerated with (20 operator calls, the DSL's
+#: default before the one call budget): kept so the recorded regrets reproduce. It admits
+#: workflows above a 12-call run budget (the analysis scores them with the budget's cut), which a
+#: run's validation and constrained sampler now refuse (``Limits.static_limits``).
+SPACE_LIMITS = StaticLimits(max_calls=20)
+
+
 @lru_cache(maxsize=16)
 def _space(max_branches: int, max_tail: int) -> tuple[str, ...]:
     heads = list(GENERATORS)
@@ -98,7 +105,7 @@ def _space(max_branches: int, max_tail: int) -> tuple[str, ...]:
                 tails.append(combo)
     seen: dict[str, None] = {}
     for head, tail in itertools.product(heads, tails):
-        report = validate(" -> ".join((head, *tail)), domain="math")
+        report = validate(" -> ".join((head, *tail)), domain="math", limits=SPACE_LIMITS)
         if report.ok:
             seen.setdefault(report.canonical, None)
     return tuple(seen)
@@ -108,7 +115,7 @@ def expected_reward(
     stats: WorkflowStats,
     accuracy_weight: float = 1.0,
     cost_weight: float = 0.0,
-    cost_max_calls: int = 20,
+    cost_max_calls: int = DEFAULT_MAX_CALLS,
 ) -> float:
     """``accuracy_weight * accuracy + cost_weight * E[cost score]``, the cost score being the
     rewards' ``cost`` component (``1 - min(calls, cost_max_calls) / cost_max_calls``)."""
@@ -125,7 +132,7 @@ def best_workflow(
     limits: Limits | None = None,
     accuracy_weight: float = 1.0,
     cost_weight: float = 0.0,
-    cost_max_calls: int = 20,
+    cost_max_calls: int = DEFAULT_MAX_CALLS,
 ) -> Best:
     """The workflow of ``candidates`` (default :func:`workflow_space`) with the highest expected
     reward on problems of ``difficulty`` (a name or a mix); ties go to the earlier candidate."""
@@ -158,7 +165,7 @@ def regret(
     limits: Limits | None = None,
     accuracy_weight: float = 1.0,
     cost_weight: float = 0.0,
-    cost_max_calls: int = 20,
+    cost_max_calls: int = DEFAULT_MAX_CALLS,
 ) -> Regret:
     """Best expected reward (:func:`best_workflow`) minus ``workflow``'s.
 

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from flowgrpo.dsl import Limits, OperatorTable, validate
+from flowgrpo.dsl import OperatorTable, StaticLimits, validate
 from flowgrpo.dsl.closing import shortest_closing
 from flowgrpo.dsl.generate import random_workflow
 from flowgrpo.dsl.validate import count_calls
@@ -58,7 +58,7 @@ def test_the_shortest_finish_by_hand(prefix, text, calls):
 def test_a_finish_over_the_call_budget_is_refused_only_when_checked():
     prefix = "(Custom -> Custom) * 5 -> "  # already 10 calls; the finish adds one
     assert shortest_closing(prefix, "math").calls == 11
-    assert shortest_closing(prefix, "math", limits=Limits(max_calls=10), check=True) is None
+    assert shortest_closing(prefix, "math", limits=StaticLimits(max_calls=10), check=True) is None
 
 
 def test_a_user_generator_finishes_when_it_is_the_shortest():

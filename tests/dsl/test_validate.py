@@ -2,7 +2,7 @@
 
 import pytest
 
-from flowgrpo.dsl import Limits, Op, Parallel, Seq, Workflow, parse, validate
+from flowgrpo.dsl import Op, Parallel, Seq, StaticLimits, Workflow, parse, validate
 from flowgrpo.dsl.parser import _parse_or_error  # the caches, observed
 from flowgrpo.dsl.validate import _validate_cached, clear_caches
 
@@ -73,12 +73,12 @@ def test_unknown_domain_lists_the_choices():
 def test_limits_are_parameters():
     source = "Custom -> (Review -> Revise) * 4"
     assert validate(source).ok
-    assert codes(validate(source, limits=Limits(max_loop_count=3))) == ["loop_count"]
-    assert codes(validate(source, limits=Limits(max_calls=8))) == ["too_many_calls"]
+    assert codes(validate(source, limits=StaticLimits(max_loop_count=3))) == ["loop_count"]
+    assert codes(validate(source, limits=StaticLimits(max_calls=8))) == ["too_many_calls"]
     deep = "Custom -> ((Review ? Revise : done) * 2) * 2"
-    assert codes(validate(deep, limits=Limits(max_depth=2))) == ["too_deep"]
+    assert codes(validate(deep, limits=StaticLimits(max_depth=2))) == ["too_deep"]
     with pytest.raises(ValueError, match="max_calls"):
-        Limits(max_calls=0)
+        StaticLimits(max_calls=0)
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,6 @@ sampling anyway, and replaying costs the same again per μ-step.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import weakref
@@ -20,9 +19,8 @@ import weakref
 import torch
 from transformers import LogitsProcessor
 
-from flowgrpo.dsl import Limits, OperatorTable
+from flowgrpo.dsl import OperatorTable, StaticLimits
 from flowgrpo.dsl.constrained import workflow_grammar
-from flowgrpo.dsl.validate import DEFAULT_LIMITS
 
 CONSTRAINED_MODES = ("off", "grammar")
 ALL_ALLOWED = -1  # an int32 word with every bit set
@@ -108,27 +106,23 @@ class _DecodedVocab:
         return self._tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
-def sampling_limits(executor_limits) -> Limits | None:
-    """The dsl :class:`Limits` a constrained sampler keeps for a run whose interpreter enforces
-    ``executor_limits`` (``operators.interpreter.Limits``; None: the DSL's defaults): the
-    DSL's bounds with the call budget lowered to the executor's ``max_llm_calls``, so that no
-    sample is a workflow the executor stops for its number of operator calls alone (the
-    interpreter refuses a round that would pass its budget: accuracy 0)."""
-    if executor_limits is None:
-        return None
-    calls = min(DEFAULT_LIMITS.max_calls, executor_limits.max_llm_calls)
-    return dataclasses.replace(DEFAULT_LIMITS, max_calls=calls)
+def sampling_limits(executor_limits) -> StaticLimits | None:
+    """The dsl :class:`StaticLimits` a constrained sampler keeps for a run whose interpreter
+    enforces ``executor_limits`` (``operators.interpreter.Limits``; None: the DSL's defaults):
+    the run's own static bounds (``Limits.static_limits``), the ones its reward validates with,
+    so that no sample is a workflow the executor stops for its number of operator calls alone."""
+    return None if executor_limits is None else executor_limits.static_limits()
 
 
 @functools.lru_cache(maxsize=64)
-def _grammar(domain: str, operators: OperatorTable | None, limits: Limits | None) -> str:
+def _grammar(domain: str, operators: OperatorTable | None, limits: StaticLimits | None) -> str:
     return _llg().LLMatcher.grammar_from_lark(workflow_grammar(domain, operators, limits))
 
 
 def make_matchers(ll_tokenizer, domains: list[str], operators, limits=None) -> list:
     """One fresh matcher per row, for the row's domain, the run's operator table and limits."""
-    if limits is not None and not isinstance(limits, Limits):
-        raise TypeError(f"limits must be a dsl Limits, got {type(limits).__name__}")
+    if limits is not None and not isinstance(limits, StaticLimits):
+        raise TypeError(f"limits must be a dsl StaticLimits, got {type(limits).__name__}")
     llg = _llg()
     out = []
     for domain in domains:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache, TopPLogitsWarper
 
-from flowgrpo.dsl.validate import DEFAULT_LIMITS
+from flowgrpo.dsl.validate import DEFAULT_STATIC_LIMITS
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.algorithms.logprobs import prompt_forward, prompt_prefix
 from flowgrpo.trainer.loop.constrain import (
@@ -157,7 +157,7 @@ def generate_rollout(
     ``prompt``: the run's prompt and operator table (None: the built-in prompt).
     ``constrained``: ``grammar`` masks every token the workflow grammar of the problem's domain
     cannot continue with, and finishes every row inside ``max_new_tokens`` and the call budget
-    of ``limits`` (the run's dsl Limits; :mod:`.constrain`, :mod:`.endgame`); ``off``: free.
+    of ``limits`` (the run's dsl StaticLimits; :mod:`.constrain`, :mod:`.endgame`); ``off``: free.
     """
     start = time.perf_counter()
     prompt = prompt if prompt is not None else PolicyPrompt()
@@ -231,7 +231,7 @@ def _grammar_mask(constrained, model, tokenizer, problems, ids_NP, prompt, limit
     k = ids_NP.shape[0] // len(problems)
     domains = [p.domain for p in problems for _ in range(k)]
     matchers = make_matchers(ll_tokenizer, domains, prompt.operators, limits)
-    limits = limits if limits is not None else DEFAULT_LIMITS
+    limits = limits if limits is not None else DEFAULT_STATIC_LIMITS
     endgame = EndGame(tokenizer, max_new, domains, prompt.operators, limits, eos[0])
     return GrammarMask(matchers, ids_NP.shape[1], vocab, endgame=endgame, end_ids=eos)
 

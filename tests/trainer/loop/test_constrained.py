@@ -6,7 +6,7 @@ import llguidance
 import pytest
 import torch
 
-from flowgrpo.dsl import Limits, OperatorTable, validate
+from flowgrpo.dsl import OperatorTable, StaticLimits, validate
 from flowgrpo.dsl.constrained import workflow_grammar
 from flowgrpo.dsl.validate import count_calls
 from flowgrpo.operators.models import build_tiny_model, load_model
@@ -24,7 +24,7 @@ def _check_every_sample(r, k: int, limits=None) -> None:
     """Every sample ended inside the token budget and validates, the call budget included."""
     assert not r.truncated_N.any(), [t for t, c in zip(r.texts, r.truncated_N) if c]
     for i, text in enumerate(r.texts):
-        report = validate(text, domain=r.problems[i // k].domain, limits=limits or Limits())
+        report = validate(text, domain=r.problems[i // k].domain, limits=limits or StaticLimits())
         assert report.ok, (text, [e.code for e in report.errors])
 
 
@@ -41,7 +41,7 @@ def test_every_constrained_sample_parses_and_validates(max_new_tokens):
 
 
 def test_every_constrained_sample_keeps_a_tight_call_budget():
-    limits = Limits(max_calls=3)
+    limits = StaticLimits(max_calls=3)
     model, tok = build_tiny_model(seed=4)
     torch.manual_seed(0)
     r = generate_rollout(

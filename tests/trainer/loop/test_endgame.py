@@ -4,7 +4,7 @@ otherwise run past its token budget (the samples themselves: test_constrained.py
 import torch
 from llguidance.torch import allocate_token_bitmask, fill_next_token_bitmask
 
-from flowgrpo.dsl import Limits
+from flowgrpo.dsl import StaticLimits
 from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.loop import endgame
@@ -46,7 +46,7 @@ def _after(text: str, max_new: int, limits=None):
     model, tok = build_tiny_model(seed=1)
     ll = grammar_tokenizer(tok, model.config.vocab_size, [tok.eos_token_id])
     (matcher,) = make_matchers(ll, ["math"], None)
-    game = endgame.EndGame(tok, max_new, ["math"], None, limits or Limits(), tok.eos_token_id)
+    game = endgame.EndGame(tok, max_new, ["math"], None, limits or StaticLimits(), tok.eos_token_id)
     ids = tok(text, add_special_tokens=False)["input_ids"]
     assert matcher.consume_tokens(ids)
     bits_W = allocate_token_bitmask(1, model.config.vocab_size)[0]
@@ -69,7 +69,7 @@ def test_far_from_both_budgets_the_mask_is_left_alone():
     before = bits_W.clone()
     game.restrict(0, ids, matcher, bits_W)
     assert torch.equal(bits_W, before) and game.filtered == 0
-    tight = endgame.EndGame(tok, len(ids) + 3, ["math"], None, Limits(), tok.eos_token_id)
+    tight = endgame.EndGame(tok, len(ids) + 3, ["math"], None, StaticLimits(), tok.eos_token_id)
     tight.restrict(0, ids, matcher, bits_W)  # 3 left: ", " cannot finish in time any more
     assert tight.filtered == 1
     assert {tok.decode([t]) for t in endgame.unpack_row(bits_W)} == {"]"}
