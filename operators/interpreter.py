@@ -82,6 +82,14 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+#: The static checks the interpreter makes before a run: the DSL's, except the worst-case call
+#: count, which its budget enforces as the run goes (``max_llm_calls``). Which workflows are
+#: *valid* for a run (the reward, the constrained sampler) is the stricter
+#: :meth:`Limits.static_limits`; the interpreter also runs what the simulation's analysis takes
+#: (``operators.simulation.analytic.SPACE_LIMITS``), so a workflow cut by the budget is still
+#: run and scored the same way.
+RUN_CHECK = dataclasses.replace(DEFAULT_STATIC_LIMITS, max_calls=10**6)
 """The limits of a run given none (a run's own come from ``operators.executor``)."""
 
 
@@ -366,9 +374,7 @@ def _plan(pairs, repeats, llm, limits, cache, operators, results) -> dict[tuple,
     cache key."""
     todo: dict[tuple, _Pending] = {}
     for i, ((workflow, problem), repeat) in enumerate(zip(pairs, repeats)):
-        report = validate(
-            workflow, domain=problem.domain, limits=limits.static_limits(), operators=operators
-        )
+        report = validate(workflow, domain=problem.domain, limits=RUN_CHECK, operators=operators)
         if not report.ok:
             first = report.errors[0]
             results[i] = ExecutionResult(

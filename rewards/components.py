@@ -173,8 +173,9 @@ def cost(group: Sequence[Sample], options: RewardOptions, history=None) -> np.nd
 
     ``calls_part = 1 - min(calls, cost_max_calls) / cost_max_calls`` (the run's call budget,
     ``executor.max_calls``; 12 by default: 1 call scores 0.917, 12 score 0). With
-    ``cost_max_tokens`` set, the score is the mean of ``calls_part`` and the same formula over executor tokens. Independent of correctness: two
-    samples with the same accuracy are ordered by cost; accuracy dominates through its weight.
+    ``cost_max_tokens`` set, the score is the mean of ``calls_part`` and the same formula over
+    executor tokens. Independent of correctness: two samples with the same accuracy are ordered
+    by cost; accuracy dominates through its weight.
 
     Invalid workflows and fallbacks get 0, not 1: otherwise writing prose would be the cheapest
     way to earn cost. Valid but not executed, or unscorable: NaN. With the example group:

@@ -46,7 +46,8 @@ class RewardOptions:
         cost_max_calls: executor LLM calls at which the cost score reaches 0 (linear from 1 at
             0 calls; more calls are clamped). None: the run's call budget, derived from
             ``executor.max_calls`` by ``TrainConfig`` (:data:`dsl.DEFAULT_MAX_CALLS` outside a
-            run); a value set must equal it (one call budget).
+            run). Set it only to score cost on another scale (the studies recorded before 0.3
+            used 20).
         cost_max_tokens: executor tokens at which the token part reaches 0; None ignores tokens.
             When set, cost is the mean of the call part and the token part.
         diversity_metric: ``canonical`` (share of siblings with a different canonical form) or

@@ -35,6 +35,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="the run's call budget (executor.max_calls; also the cost score's normaliser)",
     )
     p.add_argument("--accuracy-weight", type=float, default=1.0)
+    p.add_argument(
+        "--cost-max-calls",
+        type=int,
+        default=None,
+        help="the cost score's normaliser (default: --max-calls; the records before 0.3 used 20)",
+    )
     return p.parse_args(argv)
 
 
@@ -45,7 +51,9 @@ def ranked(world, args) -> list[tuple[float, float, float, str]]:
     rows = []
     for text in workflow_space():
         stats = analyze(text, world.params, MIX, limits)
-        reward = expected_reward(stats, args.accuracy_weight, cost, args.max_calls)
+        reward = expected_reward(
+            stats, args.accuracy_weight, cost, args.cost_max_calls or args.max_calls
+        )
         rows.append((reward, stats.accuracy, stats.expected_calls, text))
     return sorted(rows, key=lambda r: (-r[0], r[3]))
 

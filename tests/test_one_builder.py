@@ -31,9 +31,9 @@ EXECUTOR_CALLS = frozenset(
 )
 #: (file, callee) constructed outside the builder, and why that is not a second builder.
 ALLOWED = {
-    # the default limits of a run given none, beside each Limits class (interpreter, dsl)
+    # the default limits of a run given none, beside the interpreter's Limits class (the dsl's
+    # class is StaticLimits: the static bounds of a workflow, not a run's limits)
     ("operators/interpreter.py", "Limits"): "DEFAULT_LIMITS, beside the class",
-    ("dsl/validate.py", "Limits"): "the validator's own Limits class and its DEFAULT_LIMITS",
     # the registered factories themselves: what the builder calls through make_backend
     ("operators/backends/__init__.py", "HFBackend"): "the 'hf' factory of BACKENDS",
     ("operators/backends/__init__.py", "from_pretrained"): "the 'hf' factory of BACKENDS",

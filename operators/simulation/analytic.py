@@ -39,6 +39,7 @@ from flowgrpo.dsl import (
     Op,
     Parallel,
     Seq,
+    StaticLimits,
     Visitor,
     Workflow,
     count_calls,
@@ -171,8 +172,16 @@ def expected_calls(
     return analyze(workflow, params, difficulty, limits).expected_calls
 
 
+#: The static bound of the workflows the analysis (and the space of issue 13) takes: 20
+#: worst-case operator calls, the DSL's default before the one call budget, kept so the recorded
+#: regrets reproduce. It admits workflows above a run's budget (12 by default): the analysis
+#: scores them with the interpreter's cut, and a run's validation refuses them since 0.3
+#: (``operators.interpreter.Limits.static_limits``). research/RECORD.md, issue 41.
+SPACE_LIMITS = StaticLimits(max_calls=20)
+
+
 def _checked(workflow: Workflow | str) -> str:
-    report = validate(workflow, domain="math")
+    report = validate(workflow, domain="math", limits=SPACE_LIMITS)
     if not report.ok:
         first = report.errors[0]
         raise ValueError(f"invalid workflow {workflow!s:.80}: {first.code}: {first.message}")

@@ -25,9 +25,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from flowgrpo.dsl import DEFAULT_MAX_CALLS, StaticLimits, Workflow, canonical, validate
+from flowgrpo.dsl import DEFAULT_MAX_CALLS, Workflow, canonical, validate
 from flowgrpo.operators.interpreter import DEFAULT_LIMITS, Limits
-from flowgrpo.operators.simulation.analytic import Difficulty, WorkflowStats, analyze
+from flowgrpo.operators.simulation.analytic import (
+    SPACE_LIMITS,
+    Difficulty,
+    WorkflowStats,
+    analyze,
+)
 from flowgrpo.operators.simulation.params import SimulationParams
 
 GENERATORS = ("Custom", "AnswerGenerate", "Programmer")
@@ -83,13 +88,6 @@ class Regret:
 def workflow_space(max_branches: int = 3, max_tail: int = 2) -> tuple[str, ...]:
     """Canonical texts of the space described in the module docstring."""
     return _space(max_branches, max_tail)
-
-
-#: The static bound the space of issue 13 was enumerated with (20 operator calls, the DSL's
-#: default before the one call budget): kept so the recorded regrets reproduce. It admits
-#: workflows above a 12-call run budget (the analysis scores them with the budget's cut), which a
-#: run's validation and constrained sampler now refuse (``Limits.static_limits``).
-SPACE_LIMITS = StaticLimits(max_calls=20)
 
 
 @lru_cache(maxsize=16)

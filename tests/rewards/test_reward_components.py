@@ -121,13 +121,20 @@ COST_CASES = [
     ("Revise -> Custom", None, OPTS, 0.0),
     ("Custom", None, OPTS, NAN),
     ("Custom", run(calls=3, unscorable=True), OPTS, NAN),
-    ("Custom", run(calls=1), OPTS, 0.95),
-    ("Custom -> Format", run(calls=2, correct=True), OPTS, 0.9),
-    ("Custom", run(calls=20), OPTS, 0.0),
+    # the default normaliser is the default call budget, 12 calls
+    ("Custom", run(calls=1), OPTS, 11 / 12),
+    ("Custom -> Format", run(calls=2, correct=True), OPTS, 10 / 12),
+    ("Custom", run(calls=12), OPTS, 0.0),
     ("Custom", run(calls=35), OPTS, 0.0),  # clamped
     ("Custom", run(calls=1), RewardOptions(cost_max_calls=4), 0.75),
-    ("Custom", run(calls=2, tokens=250), RewardOptions(cost_max_tokens=1000), 0.5 * (0.9 + 0.75)),
-    ("Custom", run(calls=2, tokens=5000), RewardOptions(cost_max_tokens=1000), 0.45),
+    ("Custom", run(calls=1), RewardOptions(cost_max_calls=20), 0.95),  # another scale
+    (
+        "Custom",
+        run(calls=2, tokens=250),
+        RewardOptions(cost_max_tokens=1000),
+        0.5 * (10 / 12 + 0.75),
+    ),
+    ("Custom", run(calls=2, tokens=5000), RewardOptions(cost_max_tokens=1000), 0.5 * 10 / 12),
 ]
 
 
@@ -149,7 +156,7 @@ def test_accuracy_and_cost_average_over_the_repeats():
     wrong, right = run(calls=1, answer="4"), run(calls=3, correct=True, answer="5")
     sample = repeated(right, wrong, wrong, right)
     same(score("accuracy", [sample]), [(1 + 0 + 0 + 1) / 4])
-    same(score("cost", [sample]), [(0.85 + 0.95 + 0.95 + 0.85) / 4])
+    same(score("cost", [sample]), [(9 / 12 + 11 / 12 + 11 / 12 + 9 / 12) / 4])  # 12-call scale
 
 
 def test_repeats_average_partial_credit_too():

@@ -53,9 +53,9 @@ def test_k_identical_valid_workflows_that_all_fail():
     table = score_samples(group, 8, ALL)
     assert table.names == ("validity", "accuracy", "diversity", "cost", "format")
     #               validity accuracy diversity cost format
-    same(table.scores, [[1.0, 0.0, 0.0, 0.9, 1.0]] * 8)
+    same(table.scores, [[1.0, 0.0, 0.0, 10 / 12, 1.0]] * 8)  # 2 calls of a 12-call budget
     assert (table.scores.max(axis=0) == table.scores.min(axis=0)).all()  # zero variance
-    same(table.total(), [0.3 * 1.0 + 0.05 * 0.9 + 0.1 * 1.0] * 8)
+    same(table.total(), [0.3 * 1.0 + 0.05 * 10 / 12 + 0.1 * 1.0] * 8)
 
 
 def test_k_identical_failing_workflows_with_history_still_have_zero_variance():
@@ -110,11 +110,12 @@ def test_default_reward_orders_the_four_cases_end_to_end():
         [0.0, 0.0, 0.0, 0.0],  # fallback
         [0.1, 0.0, 0.0, 0.0],  # syntax error
         [0.4, 0.0, 0.0, 0.0],  # semantic error
-        [1.0, 0.0, 0.75, 0.9],  # valid, wrong (the correct sibling has the same workflow)
-        [1.0, 1.0, 0.75, 0.9],  # correct
+        [1.0, 0.0, 0.75, 10 / 12],  # valid, wrong (the correct sibling has the same workflow)
+        [1.0, 1.0, 0.75, 10 / 12],  # correct (2 calls of the default 12-call budget)
     ]
     same(table.scores, expected)
-    same(table.total(), [0.0, 0.03, 0.12, 0.42, 1.42])
+    cost = 0.05 * 10 / 12
+    same(table.total(), [0.0, 0.03, 0.12, 0.375 + cost, 1.375 + cost])
     assert (np.diff(table.total()) > 0).all()
 
 
@@ -364,7 +365,8 @@ def test_prepare_samples_executes_only_valid_workflows_and_identical_ones_once()
     assert all(s.execution.correct for s in samples if s.execution)
     table = score_samples(samples, 8)
     same(table.component("accuracy"), [1, 1, 1, 1, 0, 0, 0, 1])
-    same(table.component("cost"), [0.95, 0.95, 0.95, 0.9, 0, 0, 0, 0.9])
+    one, two = 11 / 12, 10 / 12  # 1 and 2 calls of the default 12-call budget
+    same(table.component("cost"), [one, one, one, two, 0, 0, 0, two])
 
 
 def test_prepare_samples_runs_the_whole_batch_in_one_interpreter_call():

@@ -82,17 +82,12 @@ class TrainConfig:
         self._derive_cost_budget()
 
     def _derive_cost_budget(self) -> None:
-        """One call budget: the cost reward's normaliser is ``executor.max_calls``."""
-        options, calls = self.rewards.options, self.executor.max_calls
+        """One call budget: the cost reward's normaliser is ``executor.max_calls`` unless the
+        config sets another scale (``rewards.options.cost_max_calls``)."""
+        options = self.rewards.options
         if options.cost_max_calls is None:
-            options = dataclasses.replace(options, cost_max_calls=calls)
+            options = dataclasses.replace(options, cost_max_calls=self.executor.max_calls)
             object.__setattr__(self, "rewards", dataclasses.replace(self.rewards, options=options))
-        check(
-            options.cost_max_calls == calls,
-            "rewards.options.cost_max_calls",
-            f"{options.cost_max_calls} differs from executor.max_calls={calls}: the cost score's "
-            "normaliser is the run's call budget; leave it unset (derived) or make them equal",
-        )
 
     @property
     def logprob_mode(self) -> str:

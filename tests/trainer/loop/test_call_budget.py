@@ -1,21 +1,24 @@
-"""The constrained sampler keeps the run's call budget (``executor.max_calls``), not the dsl
-default: in training and in evaluation every constrained sample validates under the limits its
-executor enforces (an over-budget workflow would be refused by the executor, reward 0)."""
+"""One call budget, ``executor.max_calls``: the constrained sampler (training and evaluation),
+the reward's validation, the interpreter's validation and budget, and the cost score's
+normaliser all derive from it, so a workflow valid for the reward is never one the executor stops
+for its number of operator calls."""
 
 import json
 
-from flowgrpo.dsl.validate import Limits as DslLimits
-from flowgrpo.dsl.validate import validate
+from flowgrpo.dsl.validate import DEFAULT_MAX_CALLS, StaticLimits, validate
 from flowgrpo.operators.backends.scripted import ScriptedBackend
+from flowgrpo.operators.executor import executor_limits
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.models import build_tiny_model
+from flowgrpo.operators.tasks.base import Problem
+from flowgrpo.rewards import prepare_samples
 from flowgrpo.trainer.config import load_config
 from flowgrpo.trainer.loop import rollout as rollout_mod
 from flowgrpo.trainer.loop.constrain import sampling_limits
 from flowgrpo.trainer.loop.trainer import Trainer
 from flowgrpo.trainer.reports.evaluate import EvalSettings, evaluate
 
-BUDGET = 2  # far below the dsl default (20): a random policy writes longer workflows
+BUDGET = 2  # far below the default (12): a random policy writes longer workflows
 
 
 def test_training_samples_keep_the_executors_call_budget(tmp_path):
@@ -54,7 +57,50 @@ def test_evaluation_samples_keep_the_executors_call_budget(monkeypatch):
         assert report.ok and report.calls <= BUDGET, text
 
 
-def test_sampling_limits_lower_only_the_call_budget():
+def test_sampling_limits_are_the_runs_static_limits():
     assert sampling_limits(None) is None
-    assert sampling_limits(Limits(max_llm_calls=12)) == DslLimits(max_calls=12)
-    assert sampling_limits(Limits(max_llm_calls=99)) == DslLimits()  # never above the DSL's
+    assert sampling_limits(Limits(max_llm_calls=12)) == StaticLimits(max_calls=12)
+    assert sampling_limits(Limits(max_llm_calls=30)) == StaticLimits(max_calls=30)
+
+
+def test_every_budget_of_a_config_is_executor_max_calls():
+    for calls in (DEFAULT_MAX_CALLS, 5):
+        cfg = load_config("configs/tiny.yaml", (f"executor.max_calls={calls}",))
+        limits = executor_limits(cfg.executor)
+        assert cfg.executor.max_calls == calls == limits.max_llm_calls
+        assert limits.static_limits().max_calls == calls
+        assert cfg.rewards.options.cost_max_calls == calls  # derived: the cost normaliser
+    assert Limits().max_llm_calls == StaticLimits().max_calls == DEFAULT_MAX_CALLS == 12
+    scaled = load_config("configs/tiny.yaml", ("rewards.options.cost_max_calls=20",))
+    assert scaled.rewards.options.cost_max_calls == 20  # another scale, set on purpose
+
+
+#: six operators that make one call each: valid under a budget of 6, not under 5
+SIX = "Custom -> Custom -> Custom -> Custom -> Custom -> Format"
+
+
+def _samples(budget: int):
+    problem = Problem("m/1", "math", "What is 2 + 3?", "5")
+    calls = []
+
+    def answer(request):
+        calls.append(request)
+        return "5"
+
+    samples = prepare_samples(
+        [problem], [SIX], 1, llm=ScriptedBackend(answer), limits=Limits(max_llm_calls=budget)
+    )
+    return samples[0], calls
+
+
+def test_a_workflow_valid_for_the_reward_runs_to_its_end():
+    sample, calls = _samples(6)
+    assert sample.valid and sample.execution is not None
+    assert sample.execution.error is None and len(calls) == 6  # every operator ran
+    assert sample.execution.correct
+
+
+def test_a_workflow_over_the_budget_is_invalid_for_the_reward_not_cut_short():
+    sample, calls = _samples(5)
+    assert not sample.valid and sample.execution is None and calls == []
+    assert [e.code for e in sample.report.errors] == ["too_many_calls"]

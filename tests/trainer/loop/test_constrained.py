@@ -6,7 +6,7 @@ import llguidance
 import pytest
 import torch
 
-from flowgrpo.dsl import OperatorTable, StaticLimits, validate
+from flowgrpo.dsl import DEFAULT_MAX_CALLS, OperatorTable, StaticLimits, validate
 from flowgrpo.dsl.constrained import workflow_grammar
 from flowgrpo.dsl.validate import count_calls
 from flowgrpo.operators.models import build_tiny_model, load_model
@@ -196,7 +196,8 @@ BUDGET_CASES = [  # (workflow, worst-case calls); the default limit is 20
     ),
     ("((Custom -> Custom) * 2 -> Custom) * 4", 20),
     ("((Custom -> Custom) * 2 -> Custom) * 5", 25),
-    ("Custom -> Review ? ((Revise -> Revise) * 5) : done", 12),
+    ("Custom -> Review ? ((Revise -> Revise) * 5) : done", 12),  # the default budget
+    ("Custom -> Review ? ((Revise -> Revise) * 5) : done -> Custom", 13),
     ("Custom -> Review ? ((Revise -> Revise) * 5) : ((Revise -> Revise) * 4) -> Custom * 5", 17),
     ("Custom -> Review ? ((Revise -> Revise) * 5) : done -> (Custom -> Custom) * 4", 20),
     ("Custom -> Review ? ((Revise -> Revise) * 5) : done -> (Custom -> Custom) * 5", 22),
@@ -220,4 +221,4 @@ def test_the_budget_grammar_accepts_exactly_the_workflows_within_the_call_budget
         return all(matcher.consume_token(t) for t in tokens)
 
     assert accepts(budget=False)
-    assert accepts(budget=True) is (calls <= 20) is report.ok
+    assert accepts(budget=True) is (calls <= DEFAULT_MAX_CALLS) is report.ok
