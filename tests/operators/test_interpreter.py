@@ -227,7 +227,7 @@ def test_cache_counts_hits_and_survives_a_restart(tmp_path):
 def test_cache_key_of_limits_is_canonical_json_of_every_setting():
     key = Limits().cache_key()
     assert key == Limits().cache_key()
-    assert '"max_llm_calls":24' in key and '"programmer_retries":1' in key
+    assert '"max_llm_calls":12' in key and '"programmer_retries":1' in key
     assert Limits(ops=OpSettings(md_votes=5)).cache_key() != key
     assert Limits(max_seconds=60).cache_key() != key
 
