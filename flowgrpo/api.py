@@ -85,19 +85,20 @@ def train(
     made familiar. Values are Python objects, applied as ``--set`` applies its YAML values.
 
     Raises :class:`~flowgrpo.configuration.ConfigError` (one line) for bad input: an unknown key
-    ("did you mean"), a bad value, a missing config or problems file, a run directory that
-    holds a run (without ``resume``/``overwrite``). A checkpoint that cannot be written raises
+    ("did you mean"), a bad value, a missing config or problems file, an executor server that
+    cannot answer (asked before the model loads, as the CLI asks), a run directory that holds a
+    run (without ``resume``/``overwrite``). A checkpoint that cannot be written raises
     the trainer's ``CheckpointError`` (an ``OSError`` naming the path).
     """
     # heavy: torch (the training loop); `import flowgrpo` imports none of it
-    from flowgrpo.trainer.loop.environment import build_environment
+    from flowgrpo.trainer.loop.environment import check_run
     from flowgrpo.trainer.loop.rundir import METRICS_FILE
     from flowgrpo.trainer.loop.trainer import Trainer
 
     try:
         cfg = _config(config, overrides)
-        build_environment(cfg, with_executor=False)  # problems, prompt, plugins: before the model
-        trainer = Trainer(cfg, resume=resume, overwrite=overwrite, on_step=on_step)
+        environment = check_run(cfg)  # the checks `flowgrpo train` makes, before the model
+        trainer = Trainer(cfg, environment, resume=resume, overwrite=overwrite, on_step=on_step)
     except _INPUT_ERRORS as exc:  # one line, raised here: not a traceback deep in the trainer
         raise ConfigError(_in_python(str(exc))) from None
     result = trainer.train()

@@ -95,7 +95,7 @@ def test_a_train_config_object_takes_overrides_as_set_does(monkeypatch, tmp_path
     built = []
 
     class FakeTrainer:
-        def __init__(self, config, **kwargs):
+        def __init__(self, config, environment=None, **kwargs):
             built.append(config)
 
         def train(self):
@@ -144,6 +144,28 @@ def test_bad_input_is_a_one_line_config_error_before_any_model_loads(monkeypatch
     assert "'max_new_token'" in option and "did you mean 'max_new_tokens'" in option
     runs = one_line_config_error(flowgrpo.evaluate, tmp_path, all_checkpoints=True)
     assert "no checkpoints here" in runs
+
+
+def test_the_api_asks_the_executor_server_before_any_model_loads(monkeypatch, tmp_path):
+    """The checks of ``flowgrpo train`` (loop.environment.check_run), the probe of a server
+    executor included, run on the Python path too."""
+    import socket
+
+    from flowgrpo.operators import models
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was loaded before the executor was asked")
+
+    monkeypatch.setattr(models, "load_model", no_model)
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    message = one_line_config_error(
+        flowgrpo.train, TINY, executor__kind="openai", executor__base_url=url,
+        executor__model="m", logging__output_dir=str(tmp_path / "run"),
+    )  # fmt: skip
+    assert message.startswith("executor:") and url in message
+    assert not (tmp_path / "run").exists()  # nothing written
 
 
 def test_a_run_directory_error_names_this_apis_arguments_not_the_clis(trained, tmp_path):

@@ -97,19 +97,21 @@ def run_workflow_command(
     plugins=(),
 ) -> None:
     """Validate ``workflow`` (also for the task's domain), run it on ``n`` problems, print.
-    With ``checkpoint``, the executor and its budgets are the run's unless given. ``plugins``
-    (and the run's) are imported first, so their operators and backends can be named."""
+    With ``checkpoint``, the run's environment is built as training builds it (its plugins,
+    its ``operators:``, its names checked) and the executor and its budgets are the run's unless
+    given. ``plugins`` are imported first, so their operators and backends can be named."""
     run = run_config_of(checkpoint)
     try:
-        import_plugins([*(run.plugins if run is not None else ()), *plugins])
+        import_plugins(plugins)
     except ValueError as exc:
         fail(f"--plugin: {exc}")
-    report = validate(workflow)
+    table = run_operators(run)
+    report = validate(workflow, operators=table)
     if not report.ok:
         click.echo(format_report(report), err=True)
         sys.exit(1)
     problems = load_problems(task, n, seed, split)
-    domain_report = validate(workflow, domain=problems[0].domain)
+    domain_report = validate(workflow, domain=problems[0].domain, operators=table)
     if not domain_report.ok:
         click.echo(format_report(domain_report), err=True)
         sys.exit(1)
@@ -124,7 +126,7 @@ def run_workflow_command(
             bar.set_postfix(active_runs=active)
 
         pairs = [(report.workflow, p) for p in problems]
-        results = run_workflows(pairs, llm, limits=limits, on_round=on_round)
+        results = run_workflows(pairs, llm, limits=limits, on_round=on_round, operators=table)
     for problem, result in zip(problems, results):
         _print_run(problem, result, trace, as_json)
     correct = sum(r.correct for r in results)
@@ -134,6 +136,21 @@ def run_workflow_command(
         f"{time.time() - start:.1f} s",
         err=as_json,
     )
+
+
+def run_operators(run) -> OperatorTable | None:
+    """The operator table of the run a checkpoint belongs to, from its environment built as
+    training builds it (without problems or executor); None without a run (the process-wide
+    table). A run whose config no longer checks: one line, exit 2."""
+    if run is None:
+        return None
+    # heavy: torch (the loop package); `flowgrpo validate` starts without it
+    from flowgrpo.trainer.loop.environment import build_environment
+
+    try:
+        return build_environment(run, with_executor=False, with_problems=False).operators
+    except ValueError as exc:
+        fail(f"--checkpoint: the run's config: {exc}")
 
 
 def executor_of(run, executor, model, base_url, device: str, dtype, budget):

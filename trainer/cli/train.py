@@ -11,7 +11,6 @@ import yaml
 from tqdm import tqdm
 
 from flowgrpo.configuration import ConfigError, to_dict
-from flowgrpo.operators.executor import probe_executor
 from flowgrpo.trainer.cli.common import console_logging, fail, is_quiet, progress, status
 from flowgrpo.trainer.reports.estimate import estimate
 
@@ -32,24 +31,19 @@ def resolve_config(config_path, overrides, max_steps, output_dir):
         fail(f"bad config: {exc}")
 
 
-def check_environment(cfg) -> None:
-    """Build the run environment without executor (imports the plugins, looks every name up,
-    checks the prompt against the run's operators, loads the problems) and ask a server
-    executor for its model list (``probe_executor``): a one-line error, exit 2. Run by
-    ``--dry-run`` and before a real run loads any model."""
+def check_environment(cfg):
+    """The run's checks before any model loads (``loop.environment.check_run``, the same the
+    Python API makes): the run environment, or a one-line error, exit 2. Run by ``--dry-run``
+    and before a real run."""
     # heavy: torch (the loop package); `flowgrpo validate` starts without it
-    from flowgrpo.trainer.loop.environment import build_environment
+    from flowgrpo.trainer.loop.environment import ExecutorUnavailable, check_run
 
     try:
-        build_environment(cfg, with_executor=False)
+        return check_run(cfg)
     except ConfigError as exc:
         fail(f"bad config: {exc}")
-    except (FileNotFoundError, UnicodeDecodeError) as exc:  # a problems or prompt file
-        fail(str(exc))
-    try:
-        probe_executor(cfg.executor)
-    except (ValueError, ImportError) as exc:
-        fail(f"executor: {exc}")
+    except (ExecutorUnavailable, FileNotFoundError, UnicodeDecodeError) as exc:
+        fail(str(exc))  # the executor, a problems or prompt file: the message names it
 
 
 def train_command(
@@ -65,7 +59,7 @@ def train_command(
         click.echo(yaml.safe_dump(estimate(cfg), sort_keys=False))
         return
     console_logging()
-    check_environment(cfg)  # problems, prompt, plugins, executor server: before the model loads
+    environment = check_environment(cfg)  # before the model loads; the Trainer uses it
     # heavy: torch (the loop and the metrics of its tensors); `flowgrpo validate` starts without it
     from flowgrpo.trainer.loop.checkpoint import CheckpointError
     from flowgrpo.trainer.loop.interrupt import AbortOnSignal, RunAbandoned
@@ -76,7 +70,7 @@ def train_command(
     status(f"loading model {cfg.model.name_or_path!r} ...")
     try:
         with AbortOnSignal():  # SIGTERM while the model loads: a message, not a silent exit
-            trainer = Trainer(cfg, resume=resume, overwrite=overwrite)
+            trainer = Trainer(cfg, environment, resume=resume, overwrite=overwrite)
     except (ValueError, FileNotFoundError, OSError, ImportError) as exc:
         fail(str(exc))
     except (KeyboardInterrupt, RunAbandoned) as exc:

@@ -24,6 +24,7 @@ a plugin's registrations are.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -31,7 +32,7 @@ from types import MappingProxyType
 from flowgrpo.configuration import ConfigError
 from flowgrpo.dsl import OperatorTable
 from flowgrpo.operators.custom import load_extensions
-from flowgrpo.operators.executor import check_executor
+from flowgrpo.operators.executor import check_executor, probe_executor
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.llm import LLM
 from flowgrpo.operators.tasks import load_task
@@ -43,7 +44,13 @@ from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop.metric_hooks import ActiveHook, start_hooks
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
 
-__all__ = ["RunEnvironment", "build_environment", "check_names"]
+__all__ = [
+    "ExecutorUnavailable",
+    "RunEnvironment",
+    "build_environment",
+    "check_names",
+    "check_run",
+]
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,11 @@ class RunEnvironment:
     limits: Limits | None
     registries: Mapping[str, tuple[str, ...]]
     hooks: tuple[ActiveHook, ...] = ()
+
+    def with_executor(self, executor: LLM | None, limits: Limits) -> RunEnvironment:
+        """This environment with its executor (built once the policy is loaded: the shared
+        executor runs on the policy's base weights)."""
+        return dataclasses.replace(self, executor=executor, limits=limits)
 
 
 def check_names(config: TrainConfig) -> Mapping[str, tuple[str, ...]]:
@@ -140,3 +152,26 @@ def build_environment(
     return RunEnvironment(
         tuple(config.plugins), table, prompt, problems, llm, limits, registries, hooks
     )
+
+
+def check_run(config: TrainConfig) -> RunEnvironment:
+    """Every check a run makes before any model loads, the same for ``flowgrpo train``, its
+    ``--dry-run`` and ``flowgrpo.train``: the run environment without its executor (plugins,
+    registry names, operators, prompt, problems, metrics hooks) and, for a server executor, its
+    model list asked (``probe_executor``). Returns the environment, which the Trainer then
+    completes with the executor (:meth:`RunEnvironment.with_executor`).
+
+    Raises :class:`ConfigError` naming the field for bad config, ``FileNotFoundError`` /
+    ``UnicodeDecodeError`` for a problems or prompt file, and ``ValueError`` starting with
+    ``executor:`` when the executor cannot answer."""
+    environment = build_environment(config, with_executor=False)
+    try:
+        probe_executor(config.executor)
+    except (ValueError, ImportError) as exc:
+        raise ExecutorUnavailable(f"executor: {exc}") from None
+    return environment
+
+
+class ExecutorUnavailable(ValueError):
+    """The run's executor cannot answer (a server down, a model it does not serve, a missing
+    package): the message starts with ``executor:`` and says what to do."""

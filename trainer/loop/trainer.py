@@ -23,7 +23,7 @@ from flowgrpo.trainer.config import TrainConfig
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop import step as steps
 from flowgrpo.trainer.loop.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from flowgrpo.trainer.loop.environment import build_environment
+from flowgrpo.trainer.loop.environment import RunEnvironment, build_environment
 from flowgrpo.trainer.loop.interrupt import RunAbandoned, StopOnSignal
 from flowgrpo.trainer.loop.metric_hooks import rollout_hook_metrics
 from flowgrpo.trainer.loop.rollout import ProblemSampler
@@ -61,15 +61,19 @@ class TrainResult:
 
 
 class Trainer:
-    """LoRA GRPO-family trainer. ``Trainer(config).train()`` runs the whole thing.
+    """LoRA GRPO-family trainer. ``Trainer(config, environment).train()`` runs the whole thing.
 
-    ``model``/``tokenizer`` may be passed in (tests, notebooks); otherwise they are loaded from
-    ``config.model``. ``executor`` overrides the configured executor backend.
+    ``environment``: the run environment :func:`.environment.check_run` built and checked (the
+    front ends pass it, so a run builds it once); None: built here. ``model``/``tokenizer`` may
+    be passed in (tests, notebooks); otherwise they are loaded from ``config.model``.
+    ``executor`` overrides the configured executor backend.
     """
 
     def __init__(
         self,
         config: TrainConfig,
+        environment: RunEnvironment | None = None,
+        *,
         run_dir: str | Path | None = None,
         resume: bool = False,
         model=None,
@@ -93,18 +97,22 @@ class Trainer:
             world_size=self.world,
         )
         self.state = initial_state(cfg)  # what changes between steps (loop.state)
-        self._setup(model, tokenizer, executor, resume, overwrite)
+        self._setup(environment, model, tokenizer, executor, resume, overwrite)
 
     # ------------------------------------------------------------------ setup
 
-    def _setup(self, model, tokenizer, executor, resume: bool, overwrite: bool = False) -> None:
+    def _setup(self, environment, model, tokenizer, executor, resume: bool, overwrite: bool):
         cfg = self.config
         # refuses (RunDirError) before anything is written; then config.yaml (see loop.rundir)
         setup.prepare_run(cfg, self.run_dir, resume, overwrite, self.accelerator.is_main_process)
         self.model, self.tokenizer = setup.policy(cfg, model, tokenizer, self.accelerator.device)
         self.optimizer, self.scheduler = setup.optimizer(cfg, self.model)
-        # plugins, registry names, operator table, prompt, problems, executor: once, here
-        self.environment = build_environment(cfg, self.model, self.tokenizer, executor)
+        # plugins, registry names, operator table, prompt, problems: once, by the front end
+        # (check_run) or here; the executor once the policy is loaded (shared runs on it)
+        if environment is None:
+            environment = build_environment(cfg, with_executor=False)
+        llm, limits = setup.executor(cfg, self.model, self.tokenizer, executor)
+        self.environment = environment.with_executor(llm, limits)
         seed = cfg.rollout.seed + 1000 * self.rank  # each rank draws its own problems
         self.sampler = ProblemSampler(self.environment.problems, seed=seed)
         self.cache = setup.cache(cfg, self.run_dir)
@@ -115,7 +123,7 @@ class Trainer:
         if resume:
             self._resume()
             setup.resumed(cfg, self.run_dir, self.accelerator.is_main_process)
-        self.env = steps.StepEnv(
+        self.step_env = steps.StepEnv(
             cfg, self.model, self.tokenizer, self.environment, self.cache, self.history
         )
         self.writer = setup.writer(cfg, self.run_dir, self.accelerator, resume)
@@ -211,7 +219,7 @@ class Trainer:
         line is assembled once, from what each part returned, and the next state derived from
         it (:func:`.state.next_state`)."""
         start, state = time.perf_counter(), self.state
-        first = steps.first_rollout(self.env, self.sampler.draw)
+        first = steps.first_rollout(self.step_env, self.sampler.draw)
         observed = {"step": self.step, **steps.rollout_metrics_of(first)}
         hooks = self.environment.hooks  # plugins' metrics hooks that are on for this run
         observed.update(rollout_hook_metrics(hooks, first.table, first.rollout))
@@ -220,7 +228,9 @@ class Trainer:
         if rollback:
             collected = steps.untrained(first)
         else:
-            collected = steps.collect(self.env, self.sampler.draw, first, state.tie_temperature)
+            collected = steps.collect(
+                self.step_env, self.sampler.draw, first, state.tie_temperature
+            )
         adv_N = steps.compute_train_advantages(self.config, collected.train)
         trained = self._mean_over_ranks(steps.train_metrics(collected, adv_N))
         batch = None

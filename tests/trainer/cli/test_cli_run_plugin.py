@@ -1,5 +1,7 @@
 """`flowgrpo run --plugin`: a plugin's operator and executor backend are usable in the command."""
 
+import json
+
 from click.testing import CliRunner
 
 from flowgrpo.dsl import undeclare_operator
@@ -63,3 +65,32 @@ def test_a_plugin_file_whose_import_fails_is_one_line(tmp_path):
     done = CliRunner().invoke(main, ["run", "Custom", "--plugin", str(path)])
     assert done.exit_code == 2 and "no_such_module_xyz" in done.output
     assert "Traceback" not in done.output
+
+
+def test_run_with_a_checkpoint_uses_the_runs_own_operators(tmp_path):
+    """A run whose config has ``operators:``: ``flowgrpo run --checkpoint`` builds the run's
+    environment as training does, so the run's own operator validates and runs; without the
+    checkpoint it is an unknown operator."""
+    plugin = tmp_path / "constant_plugin.py"
+    plugin.write_text(PLUGIN)
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoint-1").mkdir(parents=True)
+    config = {
+        "plugins": [str(plugin)],
+        "operators": [{"name": "Whisper", "role": "refiner", "prompt": "Whisper {solution}"}],
+        "executor": {"kind": "constant-test"},
+    }
+    (run_dir / "config.yaml").write_text(json.dumps(config))
+    args = ["run", "Custom -> Whisper", "--n", "2", "--no-trace"]
+    try:
+        done = CliRunner().invoke(main, [*args, "--checkpoint", str(run_dir / "checkpoint-1")])
+        assert done.exit_code == 0, done.output
+        assert "Custom -> Whisper: 0/2 correct, 0 unscorable" in done.output
+        alone = CliRunner().invoke(main, [*args, "--executor", "constant-test"])
+        assert alone.exit_code == 1 and "Whisper" in alone.output  # not a process-wide operator
+    finally:
+        for registry, name in ((BACKENDS, "constant-test"), (OPERATOR_IMPLS, "EchoTwice")):
+            if name in registry.names():
+                registry.unregister(name)
+        if "EchoTwice" in default_table():
+            undeclare_operator("EchoTwice")
