@@ -17,8 +17,8 @@ rollout, one entry per completion: the canonical text of its valid workflow or N
 invalid), and its :class:`~flowgrpo.operators.tasks.base.Problem`; it returns ``{key: value}``
 for its ``keys`` (floats or None), added to the step's metrics line. ``flowgrpo eval`` calls it
 the same way over the evaluated completions. Keys should carry a prefix of their own
-(``mine/...``); a key the metrics schema (``trainer/monitoring/metrics.py``) does not list is
-written after the schema's keys.
+(``mine/...``); they are written after the core schema's keys (``trainer/monitoring/metrics.py``),
+and only in runs where the hook is on.
 
 This module imports nothing from flowgrpo's packages (it sits below ``flowgrpo.dsl``).
 """
@@ -26,7 +26,7 @@ This module imports nothing from flowgrpo's packages (it sits below ``flowgrpo.d
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from flowgrpo.registry import Registry
@@ -51,6 +51,10 @@ class MetricsHook:
             None: nothing.
         note: what the numbers are, stored as the evaluation result's ``executor`` entry and
             shown on its second line (e.g. that they come from a simulation); None: nothing.
+        meanings: key -> what it means, for the metrics reference (docs/METRICS.md lists the
+            built-in plugins' keys from here); a key without one is listed bare.
+        headline: the keys ``flowgrpo eval`` compares between results and draws over
+            checkpoints (``eval --compare``, ``eval --all``), where a result has them.
     """
 
     keys: tuple[str, ...]
@@ -59,6 +63,8 @@ class MetricsHook:
     console: Callable[[Mapping[str, Any]], str] | None = None
     report: Callable[[Mapping[str, Any]], list[str]] | None = None
     note: str | None = None
+    meanings: Mapping[str, str] = field(default_factory=dict)
+    headline: tuple[str, ...] = ()
 
 
 #: Metrics hooks by name.

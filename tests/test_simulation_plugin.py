@@ -5,8 +5,8 @@ extension points a user's plugin has, and ``executor.kind: simulated`` loads it 
 The scan reads the source (it imports nothing): every identifier, attribute and string literal
 of a module, minus docstrings and comments (they describe; they do not depend on it), searched
 for ``simulat`` (any case). The plugin's files are the package ``operators/simulation/`` and its
-registering module ``operators/backends/simulated.py``. Two other places may mention it, each
-only where :data:`JUSTIFIED` says, with the reason there.
+registering module ``operators/backends/simulated.py``. One other place may mention it, only
+where :data:`JUSTIFIED` says, with the reason there.
 """
 
 from __future__ import annotations
@@ -34,17 +34,6 @@ JUSTIFIED = {
     # not the simulated executor (tests/operators/test_backends.py reads "simulated" in it)
     "operators/backends/scripted.py": {
         '"", prompt_tokens=prompt_tokens, error="simulated server failure (fail_on)"',
-    },
-    # the metrics schema documents the sim/* keys every metrics line carries (null without the
-    # plugin), so the schema and docs/METRICS.md stay as they were
-    "trainer/monitoring/metrics.py": {
-        '"simulated executor only: mean regret of the step\'s completions, best "',
-        '"simulated executor only: mean exact expected accuracy of the "',
-        '"simulated executor only: mean expected accuracy of the best "',
-        '("sim/best_share", "simulated executor only: share of completions that are a best '
-        'workflow"),',
-        '"simulated executor only: mean regret over the valid workflows alone (null: none '
-        'valid); "',
     },
 }
 
@@ -128,7 +117,7 @@ def test_only_the_plugins_files_name_the_simulated_executor():
     for path, allowed in JUSTIFIED.items():
         extra = [(n, line) for n, line in found.get(path, []) if line not in allowed]
         assert not extra, f"{path}: only {sorted(allowed)} may mention it, not {extra}"
-    # the list is exactly the plugin's files (and the two justified places)
+    # the list is exactly the plugin's files (and the justified place)
     assert set(found) == plugin_files() | set(JUSTIFIED)
 
 

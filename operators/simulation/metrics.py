@@ -177,6 +177,26 @@ def _report(result) -> list[str]:
     return [f"  {key:30s} {result[key]:.3f}  (analytic, simulated executor)" for key in REPORT_KEYS]
 
 
+#: What each ``sim/*`` key means (docs/METRICS.md lists them from here).
+SIM_MEANINGS = {
+    "sim/regret": (
+        "mean regret of the step's completions, best expected reward minus theirs (rewards' "
+        "accuracy/cost weights; fallback/invalid score 0)"
+    ),
+    "sim/expected_accuracy": (
+        "mean exact expected accuracy of the workflows written (0 for fallback/invalid)"
+    ),
+    "sim/best_expected_accuracy": (
+        "mean expected accuracy of the best workflow for each completion's problem difficulty"
+    ),
+    "sim/best_share": ("share of completions that are a best workflow"),
+    "sim/valid_regret": (
+        "mean regret over the valid workflows alone (null: none valid); workflow choice apart "
+        "from format"
+    ),
+}
+
+
 SIM_HOOK = MetricsHook(
     keys=SIM_KEYS,
     start=regret_settings,
@@ -184,6 +204,8 @@ SIM_HOOK = MetricsHook(
     console=_console,
     report=_report,
     note=SIMULATED,
+    meanings=SIM_MEANINGS,
+    headline=("sim/expected_accuracy", "sim/regret"),
 )
 """The plugin's metrics hook: ``sim/*`` in every step's line and in ``flowgrpo eval``."""
 

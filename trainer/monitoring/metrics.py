@@ -9,7 +9,9 @@ import json
 import logging
 import math
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -197,27 +199,6 @@ METRICS_SCHEMA: tuple[tuple[str, str], ...] = (
     ("step_time", "seconds for the whole step"),
     ("tokens_per_s", "completion tokens generated per second of step time"),
     ("cache_hit_rate", "execution cache hit rate so far"),
-    (
-        "sim/regret",
-        "simulated executor only: mean regret of the step's completions, best "
-        "expected reward minus theirs (rewards' accuracy/cost weights; fallback/invalid score 0)",
-    ),
-    (
-        "sim/expected_accuracy",
-        "simulated executor only: mean exact expected accuracy of the "
-        "workflows written (0 for fallback/invalid)",
-    ),
-    (
-        "sim/best_expected_accuracy",
-        "simulated executor only: mean expected accuracy of the best "
-        "workflow for each completion's problem difficulty",
-    ),
-    ("sim/best_share", "simulated executor only: share of completions that are a best workflow"),
-    (
-        "sim/valid_regret",
-        "simulated executor only: mean regret over the valid workflows alone (null: none valid); "
-        "workflow choice apart from format",
-    ),
     ("operators", "share of valid workflows using each operator (object)"),
     ("structures", "count of valid workflows per structure class (object)"),
     ("alerts", "health alerts fired at this step (list of objects)"),
@@ -225,12 +206,21 @@ METRICS_SCHEMA: tuple[tuple[str, str], ...] = (
 METRICS_KEYS = tuple(key for key, _ in METRICS_SCHEMA)
 
 
-def metrics_table() -> str:
-    """The Markdown table of :data:`METRICS_SCHEMA` (docs/METRICS.md holds it; a test checks
-    that the file matches, so the documentation cannot drift from the code)."""
+def metrics_table(hooks: Iterable[tuple[str, Any]] = ()) -> str:
+    """The Markdown table of :data:`METRICS_SCHEMA`, then the keys of the metrics ``hooks``
+    (``(name, MetricsHook)`` pairs: a plugin's keys, written only in runs where its hook is on).
+    docs/METRICS.md holds it for the built-in plugins; a test checks that the file matches, so
+    the documentation cannot drift from the code."""
     rows = ["| key | meaning |", "|---|---|"]
     rows += [f"| `{key}` | {meaning} |" for key, meaning in METRICS_SCHEMA]
     rows.append("| `rewards/<component>/mean`, `rewards/<component>/std` | per reward component |")
+    for name, hook in hooks:
+        meanings = getattr(hook, "meanings", {})
+        rows += [
+            f"| `{key}` | plugin hook `{name}`, only in runs where it is on: "
+            f"{meanings.get(key, '')} |"
+            for key in hook.keys
+        ]
     return "\n".join(rows) + "\n"
 
 

@@ -13,21 +13,20 @@ import json
 import math
 from pathlib import Path
 
-from flowgrpo.trainer.reports.evaluate import COMPARE_KEYS
+from flowgrpo.trainer.reports.evaluate import compare_keys, headline_keys
 from flowgrpo.trainer.reports.plots import new_figure, save, series
 
 JSON_FILE = "eval_all.json"
 PLOT_FILE = "eval_all.png"
-#: The rates drawn over the steps (those a result has).
-PLOT_KEYS = ("validity_rate", "fallback_rate", "pass@1", "sim/expected_accuracy")
+#: The rates drawn over the steps (those a result has), with the metrics hooks' headline rates.
+PLOT_KEYS = ("validity_rate", "fallback_rate", "pass@1")
 
 
 def table_keys(report: dict) -> list[str]:
-    """The metrics the table shows: :data:`COMPARE_KEYS` (and pass@k) that a checkpoint has."""
+    """The metrics the table shows (``evaluate.compare_keys`` of the checkpoints' results) that
+    a checkpoint has."""
     rows = report["checkpoints"]
-    keys = list(COMPARE_KEYS)
-    keys += sorted({x for r in rows for x in r if x.startswith("pass@") and x not in keys})
-    return [key for key in keys if any(_number(r.get(key)) for r in rows)]
+    return [key for key in compare_keys(*rows) if any(_number(r.get(key)) for r in rows)]
 
 
 def format_table(report: dict) -> str:
@@ -60,7 +59,7 @@ def plot_over_steps(report: dict, path: str | Path) -> Path:
     figure, axes = new_figure()  # a clear error when matplotlib is missing
     from matplotlib.ticker import MaxNLocator  # optional: matplotlib, there once new_figure is
 
-    for key in PLOT_KEYS:
+    for key in dict.fromkeys([*PLOT_KEYS, *headline_keys()]):
         steps, values = series(rows, key)
         if values:
             axes.plot(steps, values, marker="o", label=key)

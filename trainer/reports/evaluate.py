@@ -250,16 +250,29 @@ COMPARE_KEYS = (
     "distinct_workflows",
     "executor_calls_per_problem",
     "executor_tokens_per_problem",
-    "sim/expected_accuracy",
-    "sim/regret",
     "seconds",
 )
 
 
+def headline_keys() -> list[str]:
+    """The keys the registered metrics hooks name as their headline (``MetricsHook.headline``,
+    e.g. the simulation's ``sim/expected_accuracy``), in registration-name order."""
+    return [key for name in METRICS_HOOKS.names() for key in METRICS_HOOKS.get(name).headline]
+
+
+def compare_keys(*results: dict) -> list[str]:
+    """The metrics a comparison or table shows: :data:`COMPARE_KEYS`, the hooks' headline keys
+    and the plugins' prefixed keys (``prefix/name``) that every result has, and pass@k."""
+    shared = set.intersection(*(set(r) for r in results)) if results else set()
+    keys = [*COMPARE_KEYS[:-1], *headline_keys()]
+    keys += sorted(x for x in shared if "/" in x and x not in keys)
+    keys += sorted(x for x in shared if x.startswith("pass@") and x not in keys)
+    return list(dict.fromkeys([*keys, COMPARE_KEYS[-1]]))
+
+
 def compare(a: dict, b: dict) -> str:
     """A side-by-side table of two evaluation results."""
-    keys = list(COMPARE_KEYS)
-    keys += sorted(x for x in set(a) & set(b) if x.startswith("pass@") and x not in keys)
+    keys = compare_keys(a, b)
     rows = [
         f"{name}: {r.get('model', '?')} ({r.get('task')}, n={r.get('problems')}, k={r.get('k')})"
         for name, r in (("A", a), ("B", b))

@@ -2,16 +2,33 @@
 
 from pathlib import Path
 
+from flowgrpo.metrics_hooks import MetricsHook
 from flowgrpo.trainer.loop.update import UPDATE_KEYS
 from flowgrpo.trainer.monitoring.metrics import METRICS_KEYS, complete_metrics, metrics_table
+
+REPO = Path(__file__).parents[3]
 
 DOC = Path(__file__).parents[3] / "docs" / "METRICS.md"
 
 
-def test_the_metrics_doc_is_generated_from_the_schema():
+def test_the_metrics_doc_is_generated_from_the_schema_and_the_plugins_hooks(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    from metrics_table import documented_table
+
     text = DOC.read_text(encoding="utf-8")
     table = text.split("<!-- metrics:start -->\n", 1)[1].split("<!-- metrics:end -->", 1)[0]
-    assert table == metrics_table(), "docs/METRICS.md is stale: run python scripts/metrics_table.py"
+    assert table == documented_table(), "docs/METRICS.md is stale: python scripts/metrics_table.py"
+    assert "`sim/regret` | plugin hook `sim`" in table  # the simulation's keys, from its plugin
+
+
+def test_a_hooks_keys_are_listed_with_their_meanings():
+    keys, meanings = ("mine/a", "mine/b"), {"mine/a": "A"}
+    hook = MetricsHook(keys=keys, start=None, compute=None, meanings=meanings)
+    table = metrics_table([("mine", hook)])
+    assert table.endswith(
+        "| `mine/a` | plugin hook `mine`, only in runs where it is on: A |\n"
+        "| `mine/b` | plugin hook `mine`, only in runs where it is on:  |\n"
+    )
 
 
 def test_every_update_key_is_documented():
