@@ -40,12 +40,13 @@ def test_three_steps_of_the_tiny_known_optimum_config_log_sim_numbers(tmp_path, 
         assert 0 <= line["sim/expected_accuracy"] <= line["sim/best_expected_accuracy"] <= 1
 
 
-def test_runs_without_the_simulated_executor_write_null_sim_keys(tmp_path, monkeypatch):
+def test_runs_without_the_simulated_executor_write_no_sim_keys(tmp_path, monkeypatch):
+    """The sim/* keys are the plugin's: a run where its hook is off has none (issue 41)."""
     monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(lambda g: [CUSTOM] * 8))
     cfg = load_config("configs/tiny.yaml", (f"logging.output_dir={tmp_path}", "optim.max_steps=1"))
     Trainer(cfg, executor=None).train()
     line = lines_of(tmp_path)[0]
-    assert all(key in line and line[key] is None for key in SIM_KEYS)
+    assert not [key for key in line if key in SIM_KEYS or key.startswith("sim/")]
 
 
 # Extreme but legal parameters: one generator always right, the other always wrong, so the
