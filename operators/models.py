@@ -104,6 +104,34 @@ def load_model(
     return model, tokenizer
 
 
+#: What a device option may name (``--device``, ``EvalOptions.device``).
+DEVICES = "cpu, cuda, cuda:N or auto (cuda when one is visible, else cpu)"
+
+
+def resolve_device(device: str) -> str:
+    """``device`` as a torch device string: ``auto`` resolved (cuda when one is visible, else
+    cpu), a CUDA device checked to be there; ``ValueError`` saying what to use otherwise."""
+    device = device.strip().lower()
+    index = device.removeprefix("cuda:")
+    if device not in ("cpu", "cuda", "auto") and not (
+        device.startswith("cuda:") and index.isdigit()
+    ):
+        raise ValueError(f"{device!r}: use {DEVICES}")
+    if device == "cpu":
+        return device
+    import torch  # heavy: torch, only for a device other than cpu
+
+    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if device == "auto":
+        return "cuda" if available else "cpu"
+    if not available:
+        raise ValueError(f"{device}: no CUDA device is visible here; use cpu")
+    if device.startswith("cuda:") and int(index) >= available:
+        last = available - 1
+        raise ValueError(f"{device}: {available} CUDA device(s) here (cuda:0 to cuda:{last})")
+    return device
+
+
 def with_pad_token(tokenizer):
     """``tokenizer`` with a pad token: its EOS token when it has none (batched generation and
     scoring pad with it; the mask keeps padding out of every sum). The one place this is done:

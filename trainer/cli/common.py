@@ -14,6 +14,7 @@ import click
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
+from flowgrpo.operators import models
 from flowgrpo.operators.executor import ExecutorConfig, build_executor
 from flowgrpo.operators.tasks import load_task
 from flowgrpo.trainer.reports.eval_run import override_executor
@@ -97,30 +98,17 @@ def console_logging() -> None:
     logging.getLogger("flowgrpo").setLevel(_OUTPUT["level"])
 
 
-DEVICE_HELP = "cpu, cuda, cuda:N or auto (cuda when one is visible, else cpu)."
+DEVICE_HELP = models.DEVICES + "."
 DTYPES = ("float32", "bfloat16", "float16")
 
 
 def resolve_device(device: str) -> str:
-    """``--device`` as a torch device string: ``auto`` resolved, CUDA checked to be there."""
-    device = device.strip().lower()
-    index = device.removeprefix("cuda:")
-    if device not in ("cpu", "cuda", "auto") and not (
-        device.startswith("cuda:") and index.isdigit()
-    ):
-        fail(f"--device {device!r}: use {DEVICE_HELP}")
-    if device == "cpu":
-        return device
-    import torch  # heavy: torch, only for a device other than cpu (`validate` starts without it)
-
-    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if device == "auto":
-        return "cuda" if available else "cpu"
-    if not available:
-        fail(f"--device {device}: no CUDA device is visible here; use --device cpu")
-    if device.startswith("cuda:") and int(index) >= available:
-        fail(f"--device {device}: {available} CUDA device(s) here (cuda:0 to cuda:{available - 1})")
-    return device
+    """``--device`` as a torch device string (``operators.models.resolve_device``), or a
+    one-line error, exit 2."""
+    try:
+        return models.resolve_device(device)
+    except ValueError as exc:
+        fail(f"--device {exc}")
 
 
 def load_problems(task: str, n: int, seed: int, split: str):

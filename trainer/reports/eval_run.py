@@ -24,6 +24,7 @@ from pathlib import Path
 
 from flowgrpo.configuration import ConfigError
 from flowgrpo.operators.executor import ExecutorConfig, build_executor
+from flowgrpo.operators.models import resolve_device
 from flowgrpo.trainer.loop.metric_hooks import start_hooks
 from flowgrpo.trainer.reports.evaluate import (
     EvalSettings,
@@ -140,15 +141,6 @@ def task_of(run, task: str | None) -> tuple[str, str]:
     return "arithmetic", "the default"
 
 
-def resolve_device(device: str) -> str:
-    """``auto``: cuda when a CUDA device is visible, else cpu; anything else as given."""
-    if device.strip().lower() != "auto":
-        return device
-    import torch  # heavy: torch, only to look for a CUDA device
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 class EvalSession:
     """One evaluation's run (or none), settings, prompt, executor section and hooks; the model
     is loaded once by :meth:`load`, and :meth:`use_checkpoint` swaps adapters in."""
@@ -156,7 +148,7 @@ class EvalSession:
     def __init__(self, run, options: EvalOptions):
         o = options
         self.run, self.options = run, options
-        self.device = resolve_device(o.device)
+        self.device = resolve_device(o.device)  # ValueError naming the fix
         self.spec = ModelSpec.of_run(run, o.model, o.dtype)
         self.task, self.task_source = task_of(run, o.task)
         self.settings = settings_of_run(
