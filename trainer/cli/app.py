@@ -82,6 +82,28 @@ def validate_cmd(workflows, files, do_extract, domain, operators_file, as_json) 
     validate_command(workflows, files, do_extract, domain, as_json, operators_file)
 
 
+def model_options(source: str, what: str):
+    """``--device``, ``--dtype`` and ``--executor-max-new-tokens`` of ``flowgrpo run`` and
+    ``flowgrpo eval``; ``source``: the option whose run gives the defaults (``--checkpoint``,
+    ``--adapter``); ``what``: the model the device and dtype are for."""
+
+    def apply(fn):
+        fn = click.option(
+            "--executor-max-new-tokens", type=click.IntRange(min=1),
+            help="Tokens per executor call (executor.max_new_tokens). [default: 160; with "
+            f"{source} the run's]",
+        )(fn)  # fmt: skip
+        fn = click.option(
+            "--dtype", type=click.Choice(DTYPES),
+            help=f"{what} weights. [default: float32; with {source} the run's model.dtype]",
+        )(fn)  # fmt: skip
+        return click.option(
+            "--device", default="cpu", show_default=True, help=f"{what}: {DEVICE_HELP}"
+        )(fn)
+
+    return apply
+
+
 @main.command("run")
 @click.argument("workflow")
 @click.option(
@@ -133,18 +155,7 @@ def validate_cmd(workflows, files, do_extract, domain, operators_file, as_json) 
     type=click.Path(exists=True),
     help="RUN_DIR or RUN_DIR/checkpoint-N: execute as that run's executor did (see below).",
 )
-@click.option("--device", default="cpu", show_default=True, help="In-process model: " + DEVICE_HELP)
-@click.option(
-    "--dtype",
-    type=click.Choice(DTYPES),
-    help="In-process model weights. [default: float32; with --checkpoint the run's model.dtype]",
-)
-@click.option(
-    "--executor-max-new-tokens",
-    type=click.IntRange(min=1),
-    help="Tokens per executor call (executor.max_new_tokens). [default: 160; with --checkpoint "
-    "the run's]",
-)
+@model_options("--checkpoint", "In-process model")
 @click.option(
     "--plugin",
     "plugins",
@@ -387,12 +398,7 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
     type=click.Path(exists=True, dir_okay=False),
     help="Print two saved evaluations side by side and exit.",
 )
-@click.option("--device", default="cpu", show_default=True, help=DEVICE_HELP)
-@click.option(
-    "--dtype",
-    type=click.Choice(DTYPES),
-    help="Model weights. [default: float32; with --adapter the run's model.dtype]",
-)
+@model_options("--adapter", "Model")
 @click.option(
     "--max-new-tokens",
     type=click.IntRange(min=1),
@@ -402,12 +408,6 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
     "--temperature",
     type=click.FloatRange(min=0, min_open=True),
     help="Sampling when --k > 1. [default: 0.8; with --adapter the run's rollout.temperature]",
-)
-@click.option(
-    "--executor-max-new-tokens",
-    type=click.IntRange(min=1),
-    help="Tokens per executor call (executor.max_new_tokens). [default: 160; with --adapter "
-    "the run's]",
 )
 @click.option(
     "--constrained",
