@@ -134,10 +134,12 @@ class EndGame:
                     self.touched.add(row)
                     only(bits_W, keep)
                 return
-        elif need <= left - 1:  # free text: one more token still leaves room for the finish,
-            # unless it ends the instruction (a quote) and opens more than it closes
-            quoted = [t for t in allowed if '"' in self._piece(t)]
-            drop = [t for t in quoted if not self._fits_after(row, ids, t, left - 1)]
+        elif need <= left - 1:  # a large set: one more token still leaves room for the finish,
+            # unless it ends an instruction (a quote) and opens more than it closes, or, near the
+            # call budget outside an instruction, adds structure (an arrow, a branch, a loop count)
+            outside = near_calls and not closing.text.startswith('"')
+            risky = [t for t in allowed if _risky(self._piece(t), outside)]
+            drop = [t for t in risky if not self._fits_after(row, ids, t, left - 1)]
             if drop:
                 self.filtered += 1
                 self.touched.add(row)
@@ -155,6 +157,17 @@ class EndGame:
         self.touched.add(row)
         self.queue[row] = ids[1:]
         only(bits_W, ids[:1])
+
+
+#: Characters of the tokens that can add operator calls to a finished unit: an arrow (`->`), a
+#: branch (`,`), a loop count (`*` and its digits), a block or group, a conditional.
+_STRUCTURE = frozenset("->,*[(?:0123456789")
+
+
+def _risky(piece: str, near_calls: bool) -> bool:
+    """Whether a token of a large allowed set is checked: a quote always (it ends an
+    instruction), a structural character when near the call budget outside an instruction."""
+    return '"' in piece or (near_calls and not _STRUCTURE.isdisjoint(piece))
 
 
 def unpack_row(bits_W: torch.Tensor) -> list[int]:

@@ -73,3 +73,22 @@ def test_far_from_both_budgets_the_mask_is_left_alone():
     tight.restrict(0, ids, matcher, bits_W)  # 3 left: ", " cannot finish in time any more
     assert tight.filtered == 1
     assert {tok.decode([t]) for t in endgame.unpack_row(bits_W)} == {"]"}
+
+
+def test_near_the_call_budget_a_large_allowed_set_cannot_add_a_call(monkeypatch):
+    """Outside an instruction, near the call budget, a large allowed set (SmolLM2's vocabulary,
+    simulated by MAX_CHECKED=0) is still checked for the tokens that add structure: after three
+    finished calls under a budget of 3, the arrow that would force a fourth is dropped (the
+    sampler once let `... -> ScEnsemble -> Custom`, 13 calls, through a 12-call budget)."""
+    monkeypatch.setattr(endgame, "MAX_CHECKED", 0)
+    game, tok, ids, matcher, bits_W = _after(
+        "Custom -> Custom -> Custom ", 200, StaticLimits(max_calls=3)
+    )
+    allowed = {tok.decode([t]) for t in endgame.unpack_row(bits_W)}
+    assert "-" in allowed  # the grammar alone allows the arrow
+    game.restrict(0, ids, matcher, bits_W)
+    kept = {tok.decode([t]) for t in endgame.unpack_row(bits_W)}
+    assert "-" not in kept and game.filtered == 1
+    for piece in kept - {tok.decode([tok.eos_token_id])}:  # whatever is left still finishes
+        closing = game._closing(0, "Custom -> Custom -> Custom " + piece)
+        assert closing is None or closing.calls <= 3, piece
