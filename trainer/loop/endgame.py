@@ -60,6 +60,7 @@ class EndGame:
         self.operators, self.limits, self.eos_id = operators, limits, eos_id
         self.near_calls = near_calls
         self._closings: dict[tuple[str, str], Closing | None] = {}  # rows share prefixes
+        self._accepted: dict[tuple[str, str], bool] = {}  # the grammar takes text + its finish
         self._counts: dict[str, int] = {}
         self._pieces: dict[int, str] = {}
         # one token can lengthen the finish by about two operator names (a parallel block
@@ -103,9 +104,23 @@ class EndGame:
             and self._ntok(closing.text) + 1 <= left
         )
 
-    def _fits_after(self, row: int, ids: list[int], token: int, left: int) -> bool:
-        """A finish still fits in ``left`` positions once ``token`` follows ``ids``."""
-        return self._fits(self._closing(row, self._text([*ids, token])), left)
+    def _fits_after(self, row: int, ids: list[int], token: int, left: int, matcher) -> bool:
+        """A finish still fits in ``left`` positions once ``token`` follows ``ids``; at the call
+        budget, the grammar must also take ``token``, that finish and the end token (the
+        shortest closing is the DSL's; the constrained grammar is stricter in places, e.g. no
+        loop count after an ensemble, and a finish it refuses there would cost a call over)."""
+        text = self._text([*ids, token])
+        closing = self._closing(row, text)
+        if not self._fits(closing, left):
+            return False
+        if closing.calls < self.limits.max_calls:  # below the budget a finish the grammar
+            return True  # refuses costs at most one more call (checked again next token)
+        key = (self.domains[row], text)  # the grammar reads text: the same text, the same answer
+        if key not in self._accepted:
+            tail = self.tokenizer(closing.text, add_special_tokens=False)["input_ids"]
+            sequence = [token, *(tail if closing.text else []), self.eos_id]
+            self._accepted[key] = matcher.deep_copy().try_consume_tokens(sequence) == len(sequence)
+        return self._accepted[key]
 
     def restrict(self, row: int, ids: list[int], matcher, bits_W: torch.Tensor) -> None:
         """Edit row ``row``'s packed mask ``bits_W`` for its next token, ``ids`` written so far."""
@@ -126,7 +141,9 @@ class EndGame:
         allowed = unpack_row(bits_W)
         if len(allowed) <= MAX_CHECKED:
             keep = [
-                t for t in allowed if t == self.eos_id or self._fits_after(row, ids, t, left - 1)
+                t
+                for t in allowed
+                if t == self.eos_id or self._fits_after(row, ids, t, left - 1, matcher)
             ]
             if keep:
                 if len(keep) < len(allowed):
@@ -139,7 +156,7 @@ class EndGame:
             # call budget outside an instruction, adds structure (an arrow, a branch, a loop count)
             outside = near_calls and not closing.text.startswith('"')
             risky = [t for t in allowed if _risky(self._piece(t), outside)]
-            drop = [t for t in risky if not self._fits_after(row, ids, t, left - 1)]
+            drop = [t for t in risky if not self._fits_after(row, ids, t, left - 1, matcher)]
             if drop:
                 self.filtered += 1
                 self.touched.add(row)

@@ -92,3 +92,17 @@ def test_near_the_call_budget_a_large_allowed_set_cannot_add_a_call(monkeypatch)
     for piece in kept - {tok.decode([tok.eos_token_id])}:  # whatever is left still finishes
         closing = game._closing(0, "Custom -> Custom -> Custom " + piece)
         assert closing is None or closing.calls <= 3, piece
+
+
+def test_a_token_whose_finish_the_grammar_refuses_is_dropped():
+    """The shortest closing is the DSL's; the constrained grammar is stricter (no loop count
+    after an ensemble). At the call budget, a space after `ScEnsemble` closes as `* 1` by the
+    DSL's count but the grammar then takes only `->`, a fourth call: the space is dropped, so the
+    row cannot be left unclosable and run past the budget (as a SmolLM2 sample once did)."""
+    prefix = "[Custom, Custom] -> ScEnsemble"
+    game, tok, ids, matcher, bits_W = _after(prefix, 200, StaticLimits(max_calls=3))
+    assert " " in {tok.decode([t]) for t in endgame.unpack_row(bits_W)}  # the grammar allows it
+    assert game._closing(0, prefix + " ").calls == 3  # and the DSL's count says it fits
+    game.restrict(0, ids, matcher, bits_W)
+    kept = {tok.decode([t]) for t in endgame.unpack_row(bits_W)}
+    assert " " not in kept and not game.unclosable
