@@ -22,7 +22,7 @@ import inspect
 from typing import Any
 
 from flowgrpo.operators.backends import backend_check, find_backend, make_backend
-from flowgrpo.operators.executor.section import ExecutorConfig
+from flowgrpo.operators.executor.section import BUILT_IN_KINDS, ExecutorConfig
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.llm import LLM
 from flowgrpo.operators.ops import OpSettings
@@ -34,9 +34,6 @@ __all__ = [
     "executor_limits",
     "probe_executor",
 ]
-
-#: Kinds :func:`build_executor` builds itself (any other is looked up in ``BACKENDS``).
-BUILT_IN_KINDS = ("shared", "hf", "openai")
 
 
 def check_executor(section: ExecutorConfig, task: str | None = None) -> tuple[str, ...]:

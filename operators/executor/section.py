@@ -13,7 +13,10 @@ from typing import Any
 from flowgrpo.configuration import check
 from flowgrpo.dsl.validate import DEFAULT_MAX_CALLS
 
-__all__ = ["ExecutorConfig"]
+__all__ = ["BUILT_IN_KINDS", "ExecutorConfig"]
+
+#: Kinds the executor builder builds itself (any other is a backend kind of ``BACKENDS``).
+BUILT_IN_KINDS = ("shared", "hf", "openai")
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ class ExecutorConfig:
             "expected a mapping of the executor plugin's settings, e.g. {seed: 0}",
         )
         check(
-            not self.options or self.kind not in ("shared", "hf", "openai"),
+            not self.options or self.kind not in BUILT_IN_KINDS,
             "executor.options",
             f"kind {self.kind} takes no options; they are the settings of a plugin's kind",
         )
