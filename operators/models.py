@@ -57,6 +57,30 @@ def default_model_path() -> tuple[str, str]:
     raise FileNotFoundError(_MISSING_DEFAULT)
 
 
+def check_model_source(name_or_path: str, gguf_file: str | None = None) -> None:
+    """Refuse, before anything loads, a model that names a local path that is not there (or a
+    ``gguf_file`` missing from its folder): transformers would take it for a hub id and answer
+    with a message about repo ids. ``ValueError`` saying what to give instead. Hub ids
+    (``org/name``) are left to transformers, which knows its cache."""
+    if name_or_path in (TINY_NAME, "default") or is_random_name(name_or_path):
+        return
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        if gguf_file and not (path / gguf_file).is_file():
+            raise ValueError(
+                f"gguf_file {gguf_file!r} is not in {name_or_path}; name a .gguf file in that "
+                "folder, or leave gguf_file out for a transformers model folder"
+            )
+        return
+    looks_local = name_or_path.startswith(("/", ".", "~")) or "\\" in name_or_path
+    if looks_local or name_or_path.count("/") > 1:
+        raise ValueError(
+            f"{name_or_path!r} is not a folder on this machine (nor a hub id, which is org/name)"
+            f"; give the folder of a saved model, 'default' (the embedded SmolLM2-135M), "
+            f"'{TINY_NAME}', or a hub id"
+        )
+
+
 def load_model(
     name_or_path: str,
     gguf_file: str | None = None,
@@ -71,7 +95,8 @@ def load_model(
     (a random model of a real architecture, built on ``device`` directly; seeded likewise), a
     local path, a hub id, or a directory holding ``gguf_file``. GGUF weights are dequantized to
     ``dtype`` by transformers and the leftover GGUF quantization marker is removed so training
-    code accepts the model. Raises ``ValueError`` when ``dtype`` names no torch dtype.
+    code accepts the model. Raises ``ValueError`` when ``dtype`` names no torch dtype or a local
+    path is not there (:func:`check_model_source`).
     """
     # heavy: torch and transformers, imported on first use so flowgrpo.operators stays light
     import torch
@@ -89,6 +114,7 @@ def load_model(
         return model, tokenizer  # its vocabulary has <pad>
     if name_or_path == "default":
         name_or_path, gguf_file = default_model_path()
+    check_model_source(name_or_path, gguf_file)
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     started = time.perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(name_or_path, **extra)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from flowgrpo.operators.tasks._io import check_problems
 from flowgrpo.operators.tasks.arithmetic import generate_arithmetic
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.operators.tasks.files import (
@@ -106,7 +107,8 @@ def load_task(
 
     Raises:
         ValueError: unknown task name (the message lists the choices), a dotted path that does
-            not import, or a bad argument.
+            not import, a bad argument, or a loader that returned something other than
+            problems of text within the size limit (:func:`check_problems`).
     """
     if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
         raise ValueError(f"n must be None or a non-negative integer, got {n!r}")
@@ -115,7 +117,9 @@ def load_task(
         loader = TASKS.get(name)
     except ValueError as exc:
         raise ValueError(f"{exc} (in task spec {spec!r})") from None
-    return loader(arg, n, seed, split)
+    problems = loader(arg, n, seed, split)
+    check_problems(spec, problems)
+    return problems
 
 
 def _require_path(task: str, arg: str | None) -> str:

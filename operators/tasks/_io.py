@@ -7,6 +7,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from flowgrpo.operators.tasks.base import Problem
+
 DATA_DIR_ENV = "FLOWGRPO_DATA_DIR"
 
 
@@ -120,6 +122,36 @@ def _check_text(path: Path, index: int, record: dict) -> None:
                 ) from None
         elif isinstance(value, (list, dict)):
             todo += list(value.values()) if isinstance(value, dict) else value
+
+
+def check_problems(source: str, problems: object) -> None:
+    """What a loader returned (a plugin's included) must be problems whose text a tokenizer
+    takes: a list of :class:`Problem`, each question a string of valid Unicode within
+    :data:`MAX_LINE_BYTES`. A ValueError names the source, the problem and the fix; the file
+    readers check the same per line, this catches loaders that build problems in memory."""
+    if not isinstance(problems, list):
+        raise ValueError(
+            f"task {source!r}: its loader returned {type(problems).__name__}, not a list of "
+            "Problem; return a list."
+        )
+    for index, problem in enumerate(problems):
+        where = f"task {source!r}: problem {index}"
+        if not isinstance(problem, Problem):
+            raise ValueError(f"{where} is a {type(problem).__name__}, not a Problem.")
+        if not isinstance(problem.question, str):
+            raise ValueError(f"{where} ({problem.id!r}) has a question that is not text.")
+        try:
+            size = len(problem.question.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"{where} ({problem.id!r}) holds a lone surrogate (an unpaired \\ud800-\\udfff),"
+                " which is not text; fix or drop that problem."
+            ) from None
+        if size > MAX_LINE_BYTES:
+            raise ValueError(
+                f"{where} ({problem.id!r}) has a {size:,}-byte question, over the "
+                f"{MAX_LINE_BYTES:,} a problem may have; shorten it or leave it out."
+            )
 
 
 def check_limit(limit: int | None) -> None:

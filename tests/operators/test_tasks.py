@@ -231,6 +231,27 @@ def test_load_task_by_dotted_path(tmp_path, monkeypatch):
         TASKS.unregister("ext_pkg_for_test.tasks:load_things")
 
 
+BAD_LOADS = {  # what a plugin's loader returns -> what the error says
+    "surrogate": (lambda: [Problem("x/0", "qa", "a\ud800b", "1")], r"'x/0'\) holds a lone surr"),
+    "too long": (lambda: [Problem("x/0", "qa", "x" * 1_000_001, "1")], r"1,000,001-byte question"),
+    "not a list": (lambda: (Problem("x/0", "qa", "q", "1"),), r"returned tuple, not a list"),
+    "not a Problem": (lambda: [{"question": "q"}], r"problem 0 is a dict, not a Problem"),
+    "not text": (lambda: [Problem("x/0", "qa", None, "1")], r"question that is not text"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_LOADS))
+def test_a_loader_that_builds_bad_problems_is_refused_by_name(case):
+    """Problems built in memory (a plugin's loader) get the checks a problems file gets."""
+    build, message = BAD_LOADS[case]
+    TASKS.register("bad_loader_for_test", lambda arg, n, seed, split: build())
+    try:
+        with pytest.raises(ValueError, match=r"task 'bad_loader_for_test': .*" + message):
+            load_task("bad_loader_for_test")
+    finally:
+        TASKS.unregister("bad_loader_for_test")
+
+
 # --------------------------------------------------------------------------- GSM8K
 @needs_gsm8k
 def test_gsm8k_loads_shared_file():

@@ -35,6 +35,7 @@ from flowgrpo.operators.custom import load_extensions
 from flowgrpo.operators.executor import check_executor, probe_executor
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.llm import LLM
+from flowgrpo.operators.models import check_model_source
 from flowgrpo.operators.tasks import load_task
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.algorithms.advantages import ESTIMATORS
@@ -157,7 +158,8 @@ def build_environment(
 def check_run(config: TrainConfig) -> RunEnvironment:
     """Every check a run makes before any model loads, the same for ``flowgrpo train``, its
     ``--dry-run`` and ``flowgrpo.train``: the run environment without its executor (plugins,
-    registry names, operators, prompt, problems, metrics hooks) and, for a server executor, its
+    registry names, operators, prompt, problems, metrics hooks), the policy model's local path
+    (:func:`~flowgrpo.operators.models.check_model_source`) and, for a server executor, its
     model list asked (``probe_executor``). Returns the environment, which the Trainer then
     completes with the executor (:meth:`RunEnvironment.with_executor`).
 
@@ -165,6 +167,11 @@ def check_run(config: TrainConfig) -> RunEnvironment:
     ``UnicodeDecodeError`` for a problems or prompt file, and ``ValueError`` starting with
     ``executor:`` when the executor cannot answer."""
     environment = build_environment(config, with_executor=False)
+    try:
+        check_model_source(config.model.name_or_path, config.model.gguf_file)
+    except ValueError as exc:
+        field = "model." if str(exc).startswith("gguf_file") else "model.name_or_path: "
+        raise ConfigError(f"{field}{exc}") from None
     try:
         probe_executor(config.executor)
     except (ValueError, ImportError) as exc:

@@ -13,8 +13,9 @@ a run writes anything into one.
   a run would overwrite but did not write;
 * ``rollout.cache_path``, when relative, must stay inside the run directory; an absolute one
   is never deleted;
-* ``config.yaml`` (and the marker) are written only after all of that passed; on ``resume``
-  only once the checkpoint has loaded (:func:`finish_resume`): a failed resume writes nothing.
+* ``config.yaml`` (and the marker) are written only after all of that passed and the run's
+  model, adapter and executor are built (:func:`start_run_dir`); on ``resume`` only once the
+  checkpoint has loaded (:func:`finish_resume`): a run that fails to start writes nothing.
 
 Every refusal is a :class:`RunDirError` (a ``ValueError``): the CLI prints it on one line and
 exits 2.
@@ -217,25 +218,19 @@ def clear_run(run_dir: str | Path) -> list[str]:
     return removed
 
 
-def prepare_run_dir(
-    config: TrainConfig,
-    run_dir: str | Path,
-    resume: bool = False,
-    overwrite: bool = False,
-    main_process: bool = True,
-) -> Path | None:
-    """Check (:func:`check_run_dir`), then on the main process clear the old run when
-    ``overwrite``, create the directory and write config.yaml. Returns the checkpoint to resume
-    from, or None."""
-    checkpoint = check_run_dir(config, run_dir, resume, overwrite)
-    if main_process and not resume:  # a resume writes once its checkpoint loaded
+def start_run_dir(
+    config: TrainConfig, run_dir: str | Path, overwrite: bool = False, main_process: bool = True
+) -> None:
+    """A fresh run, once :func:`check_run_dir` passed and everything that can refuse bad input
+    (model, adapter, executor) is built: on the main process clear the old run when
+    ``overwrite``, create the directory, write the marker and config.yaml."""
+    if main_process:
         run_dir = Path(run_dir)
         if overwrite:
             clear_run(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         _write_marker(config, run_dir)
         save_config(config, run_dir / CONFIG_FILE)
-    return checkpoint
 
 
 def finish_resume(config: TrainConfig, run_dir: str | Path) -> None:

@@ -18,7 +18,7 @@ from flowgrpo.operators.executor import build_executor, executor_limits
 from flowgrpo.operators.models import load_model, with_pad_token
 from flowgrpo.trainer.loop.init_adapter import load_init_adapter
 from flowgrpo.trainer.loop.policy import wrap_lora
-from flowgrpo.trainer.loop.rundir import finish_resume, prepare_run_dir
+from flowgrpo.trainer.loop.rundir import check_run_dir, finish_resume, start_run_dir
 from flowgrpo.trainer.monitoring.metrics import MetricsWriter
 from flowgrpo.trainer.monitoring.trackers import accelerator_kwargs, start_trackers
 
@@ -103,9 +103,9 @@ def accelerator(cfg, run_dir: Path) -> Accelerator:
     return Accelerator(**accelerator_kwargs(cfg.logging, run_dir))
 
 
-def prepare_run(cfg, run_dir: Path, resume: bool, overwrite: bool, main_process: bool):
-    """Run-directory checks, then (main process) clear an overwritten run and write config.yaml;
-    the checkpoint to resume from or None (see :mod:`.rundir`)."""
+def check_run_folder(cfg, run_dir: Path, resume: bool, overwrite: bool):
+    """The run-directory checks (:func:`..rundir.check_run_dir`; nothing written): the
+    checkpoint to resume from or None."""
 
     if cfg.rollout.tie_temperature is not None and cfg.rollout.constrained == "off":
         logger.warning(  # the same reason: a hot unconstrained sample is often prose
@@ -114,7 +114,14 @@ def prepare_run(cfg, run_dir: Path, resume: bool, overwrite: bool, main_process:
             "grammar, or a tie_temperature near rollout.temperature",
             cfg.rollout.tie_temperature, cfg.rollout.max_tie_temperature,
         )  # fmt: skip
-    return prepare_run_dir(cfg, run_dir, resume, overwrite, main_process)
+    return check_run_dir(cfg, run_dir, resume, overwrite)
+
+
+def started(cfg, run_dir: Path, resume: bool, overwrite: bool, main_process: bool) -> None:
+    """A fresh run's pieces built: clear an overwritten run, write the marker and config.yaml
+    (:func:`..rundir.start_run_dir`); a resume writes once its checkpoint loaded."""
+    if not resume:
+        start_run_dir(cfg, run_dir, overwrite, main_process)
 
 
 def resumed(cfg, run_dir: Path, main_process: bool) -> None:

@@ -103,8 +103,9 @@ class Trainer:
 
     def _setup(self, environment, model, tokenizer, executor, resume: bool, overwrite: bool):
         cfg = self.config
-        # refuses (RunDirError) before anything is written; then config.yaml (see loop.rundir)
-        setup.prepare_run(cfg, self.run_dir, resume, overwrite, self.accelerator.is_main_process)
+        main = self.accelerator.is_main_process
+        # refuses (RunDirError) before anything is written; config.yaml once all is built
+        setup.check_run_folder(cfg, self.run_dir, resume, overwrite)
         self.model, self.tokenizer = setup.policy(cfg, model, tokenizer, self.accelerator.device)
         self.optimizer, self.scheduler = setup.optimizer(cfg, self.model)
         # plugins, registry names, operator table, prompt, problems: once, by the front end
@@ -113,6 +114,7 @@ class Trainer:
             environment = build_environment(cfg, with_executor=False)
         llm, limits = setup.executor(cfg, self.model, self.tokenizer, executor)
         self.environment = environment.with_executor(llm, limits)
+        setup.started(cfg, self.run_dir, resume, overwrite, main)  # before the cache reads it
         seed = cfg.rollout.seed + 1000 * self.rank  # each rank draws its own problems
         self.sampler = ProblemSampler(self.environment.problems, seed=seed)
         self.cache = setup.cache(cfg, self.run_dir)
@@ -122,7 +124,7 @@ class Trainer:
         self.step = 0
         if resume:
             self._resume()
-            setup.resumed(cfg, self.run_dir, self.accelerator.is_main_process)
+            setup.resumed(cfg, self.run_dir, main)
         self.step_env = steps.StepEnv(
             cfg, self.model, self.tokenizer, self.environment, self.cache, self.history
         )

@@ -78,6 +78,26 @@ CASES = [  # (name, args with {root} and {out}, what the error line names)
         "no.jsonl",
     ),
     (
+        "model folder missing",
+        f"train --config {TINY} --set model.name_or_path={{root}}/nomodel --output-dir {{out}}",
+        "model.name_or_path: ",
+    ),
+    (
+        "model folder missing (eval)",
+        "eval --base --model {root}/nomodel --n 1",
+        "nomodel' is not a folder on this machine",
+    ),
+    (
+        "model folder missing (sft)",
+        f"sft --config {TINY} --set model.name_or_path={{root}}/nomodel --out {{out}}",
+        "nomodel' is not a folder on this machine",
+    ),
+    (
+        "start adapter missing (fails once the model loaded)",
+        f"train --config {TINY} --set model.init_adapter={{root}}/noadapter --output-dir {{out}}",
+        "model.init_adapter: ",
+    ),
+    (
         "cache path escapes the run",
         f"train --config {TINY} --set rollout.cache_path=.. --output-dir {{out}}",
         "rollout.cache_path '..'",
@@ -193,3 +213,38 @@ def test_the_python_api_raises_one_config_error(files, tmp_path, name):
         flowgrpo.train(str(files / name), logging__output_dir=str(tmp_path / "out"))
     assert name in str(info.value) and "\n" not in str(info.value)
     assert not (tmp_path / "out").exists()
+
+
+API_TASKS = {  # rollout.task through the Python API -> what the one-line error names
+    "surrogate.jsonl": "surrogate.jsonl: line 1 holds a lone surrogate",
+    "huge.jsonl": "huge.jsonl: line 1 is 2,000,032 bytes",
+    "no.jsonl": "no.jsonl",
+}
+
+
+@pytest.mark.parametrize("name", list(API_TASKS))
+def test_the_python_api_names_a_bad_problems_file(files, tmp_path, name):
+    import flowgrpo
+    from flowgrpo.configuration import ConfigError
+
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError) as info:
+        flowgrpo.train(TINY, rollout__task=f"gsm8k:{files / name}", logging__output_dir=str(out))
+    assert API_TASKS[name] in str(info.value) and "\n" not in str(info.value)
+    assert not out.exists()
+
+
+def test_the_python_api_names_a_plugin_loader_that_builds_bad_problems(tmp_path):
+    """A loader registered in Python (no file to read line by line) gets the same checks."""
+    import flowgrpo
+    from flowgrpo.configuration import ConfigError
+    from flowgrpo.operators.tasks import TASKS, Problem
+
+    TASKS.register("surrogates_for_test", lambda *a: [Problem("s/0", "math", "a\ud800", "1")])
+    out = tmp_path / "out"
+    try:
+        with pytest.raises(ConfigError, match=r"'s/0'\) holds a lone surrogate") as info:
+            flowgrpo.train(TINY, rollout__task="surrogates_for_test", logging__output_dir=str(out))
+    finally:
+        TASKS.unregister("surrogates_for_test")
+    assert "\n" not in str(info.value) and not out.exists()

@@ -182,5 +182,5 @@ def test_the_tie_temperature_warns_only_when_sampling_is_unconstrained(
         "configs/tiny.yaml", (f"rollout.constrained={constrained}", "rollout.tie_temperature=1.6")
     )
     with caplog.at_level("WARNING", logger=setup.__name__):
-        setup.prepare_run(cfg, tmp_path / "run", False, False, True)
+        setup.check_run_folder(cfg, tmp_path / "run", False, False)
     assert ("hot samples write more prose" in caplog.text) == warned

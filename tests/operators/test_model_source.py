@@ -1,0 +1,28 @@
+"""check_model_source: a local model path that is not there is named before anything loads."""
+
+from __future__ import annotations
+
+import pytest
+
+from flowgrpo.operators.models import check_model_source
+
+
+@pytest.mark.parametrize(
+    "name", ["tiny-random", "default", "random:llama-tiny", "HuggingFaceTB/SmolLM2-135M", "gpt2"]
+)
+def test_names_that_are_not_local_paths_pass(name):
+    check_model_source(name)
+
+
+@pytest.mark.parametrize("name", ["/no/such/model", "./nomodel", "~/nomodel", "a/b/c"])
+def test_a_missing_local_folder_is_named(name):
+    with pytest.raises(ValueError, match="is not a folder on this machine"):
+        check_model_source(name)
+
+
+def test_a_folder_that_exists_passes_and_its_missing_gguf_file_is_named(tmp_path):
+    check_model_source(str(tmp_path))
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    check_model_source(str(tmp_path), "m.gguf")
+    with pytest.raises(ValueError, match=r"gguf_file 'x\.gguf' is not in"):
+        check_model_source(str(tmp_path), "x.gguf")
