@@ -17,7 +17,6 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from flowgrpo.operators import models
 from flowgrpo.operators.executor import ExecutorConfig, build_executor
 from flowgrpo.operators.tasks import load_task
-from flowgrpo.trainer.reports.eval_run import override_executor
 
 EXIT_USAGE = 2
 """Exit status for usage errors: a bad option, a missing file, a bad config."""
@@ -116,24 +115,6 @@ def load_problems(task: str, n: int, seed: int, split: str):
     try:
         return load_task(task, n=n, seed=seed, split=split)
     except (ValueError, FileNotFoundError, OSError) as exc:
-        fail(str(exc))
-
-
-def executor_section(
-    base: ExecutorConfig | None,
-    kind: str | None = None,
-    model: str | None = None,
-    base_url: str | None = None,
-    max_new_tokens: int | None = None,
-) -> ExecutorConfig:
-    """The executor section a command runs with: ``base`` (a run's ``executor`` section, or the
-    defaults) with each option given overriding its field (``--executor`` sets ``kind``). A
-    different kind drops the base's ``model`` and ``base_url`` (they name that kind's model
-    and server) unless given; budgets, limits, timeouts and retries stay
-    (:func:`~flowgrpo.trainer.reports.eval_run.override_executor`, a bad value one line)."""
-    try:
-        return override_executor(base, kind, model, base_url, max_new_tokens)
-    except ValueError as exc:
         fail(str(exc))
 
 

@@ -16,7 +16,6 @@ from flowgrpo.operators.interpreter import describe, run_workflows
 from flowgrpo.plugins import import_plugins
 from flowgrpo.trainer.cli.common import (
     build_cli_executor,
-    executor_section,
     fail,
     load_problems,
     progress,
@@ -24,6 +23,7 @@ from flowgrpo.trainer.cli.common import (
     status,
 )
 from flowgrpo.trainer.cli.evaluate import run_config_of
+from flowgrpo.trainer.reports.eval_run import override_executor
 from flowgrpo.trainer.reports.evaluate import ModelSpec, load_base_model
 
 
@@ -160,7 +160,10 @@ def executor_of(run, executor, model, base_url, device: str, dtype, budget):
     base = run.executor if run is not None else ExecutorConfig(kind="hf")
     if run is not None and executor == "hf" and model is None:
         model = run.model.name_or_path  # a separate copy of the run's base model
-    section = executor_section(base, executor, model, base_url, budget)
+    try:  # the options over the section's fields; a bad value is one line
+        section = override_executor(base, executor, model, base_url, budget)
+    except ValueError as exc:
+        fail(str(exc))
     dtype = dtype or (run.model.dtype if run is not None else "float32")
     if section.kind != "shared":
         return build_cli_executor(section, device=device, dtype=dtype)
