@@ -50,11 +50,12 @@ from flowgrpo.dsl import (
 from flowgrpo.operators.interpreter import DEFAULT_LIMITS, Limits
 from flowgrpo.operators.simulation import model
 from flowgrpo.operators.simulation.model import NONE, RIGHT, WRONG
-from flowgrpo.operators.simulation.params import DIFFICULTIES, Probs, SimulationParams
+from flowgrpo.operators.simulation.params import Probs, SimulationParams
 
 Difficulty = str | Mapping[str, float] | None
-"""A difficulty name, a mix ``{difficulty: weight}`` (weights are normalised), or None for
-``SimulationParams.default_difficulty`` (problems that carry no difficulty)."""
+"""A problem kind (a difficulty name, or ``difficulty/template`` where the world overrides the
+template: ``SimulationParams.kind``), a mix ``{kind: weight}`` (weights are normalised), or None
+for ``SimulationParams.default_difficulty`` (problems that carry no difficulty)."""
 
 _SIMULATED = frozenset(
     (
@@ -192,12 +193,12 @@ def _checked(workflow: Workflow | str) -> str:
 
 
 def _mix(difficulty: Difficulty | None, params: SimulationParams) -> list[tuple[str, float]]:
-    """(difficulty, weight) pairs; None is the default difficulty, unknown names raise."""
+    """(kind, weight) pairs; None is the default difficulty, unknown kinds raise."""
     if difficulty is None or isinstance(difficulty, str):
         difficulty = {difficulty or params.default_difficulty: 1.0}
-    unknown = sorted(set(difficulty) - set(DIFFICULTIES))
+    unknown = sorted(set(difficulty) - set(params.kinds()))
     if unknown:
-        raise ValueError(f"unknown difficulty {unknown}; use one of {DIFFICULTIES} (or None)")
+        raise ValueError(f"unknown problem kind {unknown}; use one of {params.kinds()} (or None)")
     total = float(sum(difficulty.values()))
     if total <= 0 or any(w < 0 for w in difficulty.values()):
         raise ValueError(f"difficulty mix weights must be >= 0 with a positive sum: {difficulty}")

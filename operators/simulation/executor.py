@@ -129,13 +129,13 @@ class SimulatedExecutor:
         handler = _HANDLERS.get(context.op)
         if handler is None:
             raise NotSimulated(f"operator {context.op} is not simulated")
-        level = self.params.difficulty(problem.meta.get("difficulty"))
+        kind = self.params.kind_of(problem)  # its difficulty, and template where it matters
         latent = self.latent
         if latent is None:
             latent = model.latent_of(self.params, self.seed, problem.id, problem.question)
         prompt = request.messages[-1].content
         digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:16]
-        call = _Call(self, problem, self.params.probs(level, latent), prompt, context, digest)
+        call = _Call(self, problem, self.params.probs(kind, latent), prompt, context, digest)
         return handler(call)
 
 

@@ -98,8 +98,8 @@ def simulation_metrics(
     Args:
         workflows: per completion, the canonical text of its valid workflow, or None (fallback
             or invalid: expected accuracy 0, regret = the best reward).
-        difficulties: per completion, its problem's difficulty (``problem.meta["difficulty"]``;
-            None: the simulation's default difficulty).
+        difficulties: per completion, its problem's kind (``SimulationParams.kind_of``: its
+            difficulty, and template where the world overrides it; None: the default).
         settings: None (not simulated): every key None.
 
     Returns ``sim/regret`` (mean regret), ``sim/expected_accuracy`` (mean exact accuracy of the
@@ -138,15 +138,21 @@ def simulated_summary(samples, problems, k: int, settings: RegretSettings | None
     and regret of the workflows written (``sim/*``, as in the training metrics), to read next
     to the empirical pass@1, and the ``executor`` note."""
     workflows = [s.canonical if s.valid else None for s in samples]
-    levels = [p.meta.get("difficulty") for p in problems for _ in range(k)]
-    return {"executor": SIMULATED, **simulation_metrics(workflows, levels, settings)}
+    kinds = [_kind(settings, p) for p in problems for _ in range(k)]
+    return {"executor": SIMULATED, **simulation_metrics(workflows, kinds, settings)}
+
+
+def _kind(settings: RegretSettings | None, problem) -> str | None:
+    """The problem's kind in the simulation (its difficulty, and template where the world
+    overrides it)."""
+    return settings.params.kind_of(problem) if settings is not None else None
 
 
 SIMULATED = "SIMULATED (operators/simulation): accuracies are from a model, not an LLM"
 
 
 def _compute(settings: RegretSettings, workflows, problems) -> dict:
-    return simulation_metrics(workflows, [p.meta.get("difficulty") for p in problems], settings)
+    return simulation_metrics(workflows, [_kind(settings, p) for p in problems], settings)
 
 
 def _console(m) -> str:
@@ -187,7 +193,8 @@ SIM_MEANINGS = {
         "mean exact expected accuracy of the workflows written (0 for fallback/invalid)"
     ),
     "sim/best_expected_accuracy": (
-        "mean expected accuracy of the best workflow for each completion's problem difficulty"
+        "mean expected accuracy of the best workflow for each completion's problem kind "
+        "(difficulty, and template where the world sets one apart)"
     ),
     "sim/best_share": ("share of completions that are a best workflow"),
     "sim/valid_regret": (

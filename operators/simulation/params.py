@@ -20,6 +20,16 @@ arithmetic word problems, which is all a known-optimum environment needs:
 
 Per-difficulty fields hold one probability per arithmetic difficulty, in the order of
 :data:`DIFFICULTIES`; problems without a known difficulty use ``default_difficulty``.
+
+Problem kinds. Operator skill may also differ by what a problem is about: ``templates`` holds,
+per template (``problem.meta["template"]``), the operator probabilities that differ for its
+problems. The analysis key of a problem, its *kind*, is its difficulty (``"hard"``), or
+``"hard/rates"`` when the world overrides its template (:meth:`SimulationParams.kind`); every
+exact computation (``operators.simulation.analytic``) takes kinds where it took difficulties.
+A real executor's skill does vary this way: program-aided solving gains most on problems
+whose arithmetic is the hard part and least where the difficulty is in reading the story
+(PAL, arXiv 2211.10435, Table 1 by dataset), and self-correction helps only where a
+critique can find the error (Huang et al., arXiv 2310.01798).
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from flowgrpo.configuration import from_dict
+from flowgrpo.configuration import ConfigError, from_dict
 
 DIFFICULTIES = ("easy", "medium", "hard")
 """The difficulties of the arithmetic generator (``operators.tasks.arithmetic.DIFFICULTIES``)."""
@@ -61,6 +71,28 @@ PER_DIFFICULTY = (
     "revise_fix_blind",
 )
 """Fields with one probability per difficulty."""
+
+
+TEMPLATE_FIELDS = (
+    "custom_correct",
+    "answer_generate_correct",
+    "programmer_correct",
+    "programmer_crash",
+    "custom_keep",
+    "custom_fix",
+    "review_detect",
+    "review_false_alarm",
+    "revise_fix",
+    "revise_fix_blind",
+    "revise_break",
+    "revise_break_blind",
+    "ensemble_tie_skill",
+)
+"""The operator probabilities a template may override (the problem-level ones, latent class
+and default difficulty, hold for the whole world)."""
+
+Overrides = tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]
+"""``templates`` as stored: ``((template, ((field, value), ...)), ...)``, sorted (hashable)."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +157,12 @@ class SimulationParams:
             ``sigmoid(b)`` and ``sigmoid(b - spread)`` in the three classes, ``b`` chosen so that
             the average over problems is ``p`` (a Rasch / item-response model).
         default_difficulty: the difficulty of problems that carry none (GSM8K, ...).
+        templates: operator probabilities that differ for the problems of one template
+            (``problem.meta["template"]``: the arithmetic generator's shopping, sharing, rates,
+            ages, combo; a problems file may carry a ``template`` key). :meth:`from_dict` takes
+            ``{template: {field: value}}`` with fields of :data:`TEMPLATE_FIELDS` (per-difficulty
+            ones written as above); every other value holds for them too. Empty: skill depends
+            on difficulty alone.
     """
 
     custom_correct: PerDifficulty = (0.74, 0.65, 0.52)
@@ -143,10 +181,11 @@ class SimulationParams:
     latent_shares: tuple[float, float, float] = (0.6, 0.25, 0.15)
     latent_spread: float = 4.0
     default_difficulty: str = "medium"
+    templates: Overrides = ()
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            if f.name in ("default_difficulty", "latent_spread", "latent_shares"):
+            if f.name in ("default_difficulty", "latent_spread", "latent_shares", "templates"):
                 continue
             value = getattr(self, f.name)
             if f.name in PER_DIFFICULTY:
@@ -165,6 +204,23 @@ class SimulationParams:
                 f"difficulty; use one of {DIFFICULTIES}"
             )
         self._check_latent()
+        self._check_templates()
+
+    def _check_templates(self) -> None:
+        if not isinstance(self.templates, tuple):
+            raise ValueError("SimulationParams.templates: expected {template: {field: value}}")
+        for name, pairs in self.templates:
+            where = f"SimulationParams.templates.{name}"
+            if not isinstance(name, str) or not name or "/" in name:
+                raise ValueError(f"{where}: a template is a name without '/', got {name!r}")
+            unknown = sorted(k for k, _ in pairs if k not in TEMPLATE_FIELDS)
+            if unknown:
+                raise ValueError(f"{where}: {unknown} cannot differ by template; use fields of "
+                                 f"{TEMPLATE_FIELDS}")  # fmt: skip
+            try:
+                _for_template(self, name)
+            except ValueError as exc:
+                raise ValueError(str(exc).replace("SimulationParams.", f"{where}.", 1)) from None
 
     def _check_latent(self) -> None:
         shares = self.latent_shares
@@ -204,16 +260,48 @@ class SimulationParams:
                 return index
         return max(i for i, share in enumerate(self.latent_shares) if share > 0)
 
-    def probs(self, level: str, latent: int = 1) -> Probs:
-        """The probabilities on a problem of difficulty ``level`` in latent class ``latent``."""
-        return _probs(self, self.difficulty(level), latent)
+    def probs(self, kind: str | None, latent: int = 1) -> Probs:
+        """The probabilities on a problem of ``kind`` (a difficulty, or ``difficulty/template``
+        from :meth:`kind`) in latent class ``latent``."""
+        level, _, template = (kind or "").partition("/")
+        if not template:
+            return _probs(self, self.difficulty(level), latent)
+        if template not in self.template_names:
+            raise ValueError(f"kind {kind!r}: this world overrides no template {template!r} "
+                             f"(it overrides {list(self.template_names)})")  # fmt: skip
+        return _probs(_for_template(self, template), self.difficulty(level), latent)
+
+    @property
+    def template_names(self) -> tuple[str, ...]:
+        """The templates this world overrides."""
+        return tuple(name for name, _ in self.templates)
+
+    def kind(self, difficulty: str | None, template: str | None = None) -> str:
+        """A problem's kind, the key of every exact computation: its difficulty (the default
+        one when unknown), followed by ``/template`` when this world overrides its template."""
+        level = self.difficulty(difficulty)
+        return f"{level}/{template}" if template in self.template_names else level
+
+    def kind_of(self, problem: Any) -> str:
+        """:meth:`kind` of a problem (its ``meta`` difficulty and template)."""
+        meta = getattr(problem, "meta", None) or {}
+        return self.kind(meta.get("difficulty"), meta.get("template"))
+
+    def kinds(self) -> tuple[str, ...]:
+        """Every kind of this world: the difficulties, then each with each template."""
+        with_templates = (f"{d}/{t}" for d in DIFFICULTIES for t in self.template_names)
+        return (*DIFFICULTIES, *with_templates)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (per-difficulty fields as ``{difficulty: p}``); :meth:`from_dict` inverts."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = dict(zip(DIFFICULTIES, value)) if f.name in PER_DIFFICULTY else value
+            if f.name != "templates":
+                out[f.name] = _plain_value(f.name, getattr(self, f.name))
+        if self.templates:  # left out when empty: a world's digest is what it was before
+            out["templates"] = {
+                name: {k: _plain_value(k, v) for k, v in pairs} for name, pairs in self.templates
+            }
         return out
 
     def digest(self) -> str:
@@ -237,7 +325,14 @@ class SimulationParams:
         # Per-difficulty fields accept one number, three, or a {difficulty: p} mapping: turn
         # them into the tuple the field holds, then build with the one config style.
         data = {k: _per_difficulty(k, v) if k in PER_DIFFICULTY else v for k, v in data.items()}
-        return from_dict(cls, data, "executor.options.params.")
+        templates = data.pop("templates", None)
+        params = from_dict(cls, data, "executor.options.params.")
+        if not templates:
+            return params
+        try:
+            return dataclasses.replace(params, templates=_templates(templates))
+        except ValueError as exc:
+            raise ConfigError(f"executor.options.params: {exc}") from None
 
 
 @lru_cache(maxsize=4096)
@@ -251,6 +346,38 @@ def _probs(params: SimulationParams, level: str, latent: int) -> Probs:
             value = _in_class(value, params.latent_shares, params.latent_spread, latent)
         values[f.name] = value
     return Probs(**values)
+
+
+@lru_cache(maxsize=256)
+def _for_template(params: SimulationParams, template: str) -> SimulationParams:
+    """``params`` with ``template``'s overrides applied (and no templates of its own)."""
+    pairs = dict(params.templates)[template]
+    return dataclasses.replace(params, templates=(), **dict(pairs))
+
+
+def _plain_value(name: str, value: Any) -> Any:
+    return dict(zip(DIFFICULTIES, value)) if name in PER_DIFFICULTY else value
+
+
+def _templates(value: Any) -> Overrides:
+    """``{template: {field: value}}`` as stored (per-difficulty values as tuples, sorted)."""
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            f"SimulationParams.templates: expected {{template: {{field: value}}}}, got {value!r}"
+        )
+    out = []
+    for name, fields in value.items():
+        if not isinstance(fields, Mapping):
+            raise ValueError(f"SimulationParams.templates.{name}: expected {{field: value}}, "
+                             f"got {fields!r}")  # fmt: skip
+        try:
+            pairs = [(k, _per_difficulty(k, v) if k in PER_DIFFICULTY else v)
+                     for k, v in fields.items()]  # fmt: skip
+        except ValueError as exc:
+            where = f"SimulationParams.templates.{name}."
+            raise ValueError(str(exc).replace("SimulationParams.", where, 1)) from None
+        out.append((str(name), tuple(sorted(pairs))))
+    return tuple(sorted(out))
 
 
 def _sigmoid(x: float) -> float:
@@ -304,6 +431,7 @@ __all__ = [
     "LATENT_CLASSES",
     "LATENT_FIELDS",
     "PER_DIFFICULTY",
+    "TEMPLATE_FIELDS",
     "Probs",
     "SimulationParams",
 ]

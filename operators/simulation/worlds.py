@@ -4,7 +4,8 @@ A world is a YAML file (``configs/worlds/*.yaml``, documented in ``configs/world
 
     name: answer-ensembles
     summary: An ensemble of three AnswerGenerate calls wins.
-    simulation: {programmer_correct: [0.6, 0.5, 0.4], latent_spread: 1.0}
+    simulation: {programmer_correct: [0.6, 0.5, 0.4], latent_spread: 1.0,
+                 templates: {rates: {programmer_crash: 0.6}}}   # optional: skill by template
     rewards: {weights: {cost: 1.0}}            # optional
 
 ``simulation`` overrides :class:`SimulationParams` (missing fields keep the documented

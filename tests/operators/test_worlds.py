@@ -6,6 +6,7 @@ import pytest
 
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.simulation import SimulationParams, best_workflow
+from flowgrpo.operators.simulation.oracle import arithmetic_mix, oracle
 from flowgrpo.operators.simulation.worlds import load_world, world_from_dict
 
 WORLDS = Path(__file__).parents[2] / "configs" / "worlds"
@@ -17,9 +18,13 @@ def _best(world):
     return best_workflow(world.params, MIX, limits=Limits(max_llm_calls=12), cost_weight=cost)
 
 
-def test_the_project_ships_four_worlds_with_a_summary_each():
+FIXED = {"default", "review-loops", "answer-ensembles", "cheap"}
+ADAPTIVE = {"adaptive-tools", "adaptive-checks", "adaptive-review", "adaptive-crash"}
+
+
+def test_the_project_ships_four_fixed_and_four_adaptive_worlds_with_a_summary_each():
     worlds = [load_world(p) for p in sorted(WORLDS.glob("*.yaml"))]
-    assert {w.name for w in worlds} == {"default", "review-loops", "answer-ensembles", "cheap"}
+    assert {w.name for w in worlds} == FIXED | ADAPTIVE
     assert all(w.summary for w in worlds)
 
 
@@ -40,8 +45,41 @@ def test_each_world_is_won_by_the_kind_its_summary_names(name, must, must_not):
 
 
 def test_the_worlds_optima_differ():
-    bests = {_best(load_world(p)).workflow for p in WORLDS.glob("*.yaml")}
+    bests = {_best(load_world(WORLDS / f"{name}.yaml")).workflow for name in FIXED}
     assert len(bests) == 4
+
+
+def _oracle(name):
+    world = load_world(WORLDS / f"{name}.yaml")
+    cost = world.reward_weights.get("cost", 0.0)
+    limits = Limits(max_llm_calls=12)
+    return oracle(world.params, arithmetic_mix(world.params), None, limits, cost_weight=cost,
+                  cost_max_calls=12)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(FIXED))
+def test_in_a_fixed_world_one_workflow_is_near_best_for_every_kind(name):
+    assert _oracle(name).gap < 0.005
+
+
+@pytest.mark.parametrize(
+    ("name", "kinds", "there", "elsewhere"),
+    [  # (world, kinds set apart, what their best has, what the other kinds' best has)
+        ("adaptive-tools", ("hard/rates", "easy/ages"), "[AnswerGenerate, AnswerGenerate, "
+         "AnswerGenerate]", "[Programmer, Programmer, Programmer]"),
+        ("adaptive-checks", ("hard",), "(Review ? Revise : done) * 3", "Programmer"),
+        ("adaptive-review", ("medium/shopping", "hard/combo"), "(Review ? Revise : done) * 2",
+         "[Programmer, Programmer, Programmer] -> MdEnsemble"),
+        ("adaptive-crash", ("easy/sharing", "hard/rates"), "AnswerGenerate", "Programmer"),
+    ],
+)  # fmt: skip
+def test_in_an_adaptive_world_the_best_workflow_depends_on_the_kind(name, kinds, there, elsewhere):
+    best = _oracle(name)
+    assert best.gap >= 0.03, best.gap  # issue 40: an oracle gap of at least 0.03 reward
+    for kind in kinds:
+        assert there in best.per_kind[kind].workflow, (kind, best.per_kind[kind].workflow)
+    assert elsewhere in best.per_kind["easy"].workflow, best.per_kind["easy"].workflow
+    assert len({b.workflow for b in best.per_kind.values()}) >= 2
 
 
 def test_simulation_overrides_keep_the_other_defaults():

@@ -1,0 +1,37 @@
+"""scripts/worlds_table.py: the best single workflow, the oracle and the gap of each world, and
+each kind's best."""
+
+from __future__ import annotations
+
+from script_loader import load_script
+
+WORLDS = "configs/worlds"
+
+
+def _rows(out: str) -> dict[str, list[str]]:
+    rows = {}
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 10 and not cells[0].startswith(("world", "---")):
+            rows[cells[0]] = cells
+    return rows
+
+
+def test_the_table_shows_the_gap_of_an_adaptive_world_and_none_in_a_fixed_one(capsys):
+    load_script("worlds_table").main(
+        [f"{WORLDS}/adaptive-checks.yaml", f"{WORLDS}/cheap.yaml", "--max-calls", "12"]
+    )
+    out = capsys.readouterr().out
+    rows = _rows(out)
+    assert set(rows) == {"adaptive-checks", "cheap"}
+    single, oracle, gap = (float(rows["adaptive-checks"][i]) for i in (4, 8, 9))
+    assert gap >= 0.03 and abs(oracle - single - gap) < 0.0015
+    assert float(rows["cheap"][9]) == 0.0 and rows["cheap"][2] == "`Programmer`"
+    # each kind's best: one Programmer call on easy problems, checks on hard ones
+    assert "| easy | 0.333 | `Programmer` |" in out
+    assert any(line.startswith("| hard |") and "Review ? Revise" in line for line in out.splitlines())
+
+
+def test_the_whole_space_can_be_scored_as_the_records_were(capsys):
+    load_script("worlds_table").main([f"{WORLDS}/cheap.yaml", "--space", "all"])
+    assert "`Programmer`" in _rows(capsys.readouterr().out)["cheap"][2]
