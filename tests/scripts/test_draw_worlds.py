@@ -1,0 +1,43 @@
+"""scripts/draw_worlds.py: drawn worlds are valid world files; --adaptive ones set templates
+apart and report their oracle gap."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import yaml
+from script_loader import load_script
+
+from flowgrpo.operators.simulation.worlds import load_world, world_from_dict
+
+
+@pytest.fixture(scope="module")
+def script():
+    return load_script("draw_worlds")
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_drawn_template_overrides_are_valid_worlds(script, seed):
+    rng = random.Random(seed)
+    data = script.draw_world(rng, "w")
+    data["simulation"]["templates"] = script.draw_templates(rng)
+    world = world_from_dict(data)
+    assert 1 <= len(world.params.templates) <= 3
+    assert all(1 <= len(fields) <= 3 for _, fields in world.params.templates)
+
+
+def test_an_adaptive_draw_is_kept_only_above_the_gap_and_says_it(script, tmp_path):
+    script.main(["--adaptive", "--n", "1", "--seed", "3", "--out", str(tmp_path),
+                 "--max-calls", "4", "--min-gap", "0.01"])  # fmt: skip
+    path = tmp_path / "adaptive-3-0.yaml"
+    world = load_world(path)
+    assert world.params.templates
+    gap = script.oracle_gap(yaml.safe_load(path.read_text()), "w", 4)
+    assert gap >= 0.01 and f"oracle gap {gap:.3f} at 4 calls" in world.summary
+
+
+def test_an_impossible_gap_stops_with_a_message(script, monkeypatch):
+    monkeypatch.setattr(script, "MAX_TRIES", 2)
+    with pytest.raises(SystemExit, match=r"no world with an oracle gap >= 5\.0 in 2 draws"):
+        script.draw_adaptive(random.Random(0), "w", 5.0, 4)
