@@ -17,18 +17,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 
-from flowgrpo.dsl import DEFAULT_MAX_CALLS, Workflow, validate
+from flowgrpo.dsl import DEFAULT_MAX_CALLS, Workflow
+from flowgrpo.dsl.space import workflow_space
 from flowgrpo.operators.interpreter import DEFAULT_LIMITS, Limits
 from flowgrpo.operators.simulation.analytic import analyze
 from flowgrpo.operators.simulation.params import DIFFICULTIES, SimulationParams
-from flowgrpo.operators.simulation.space import (
-    Best,
-    best_workflow,
-    expected_reward,
-    workflow_space,
-)
+from flowgrpo.operators.simulation.space import Best, best_workflow, expected_reward
 from flowgrpo.operators.tasks.arithmetic import TEMPLATES
 
 
@@ -62,16 +57,10 @@ class Oracle:
 
 
 def writable_space(limits: Limits | None = None) -> tuple[str, ...]:
-    """The workflows of :func:`~.space.workflow_space` that a run with ``limits`` can write:
-    valid under its static bounds (``Limits.static_limits``: worst-case calls within the call
-    budget). With the default budget of 12 calls, 2,176 of the 2,275."""
-    return _writable(limits or DEFAULT_LIMITS)
-
-
-@lru_cache(maxsize=16)
-def _writable(limits: Limits) -> tuple[str, ...]:
-    static = limits.static_limits()
-    return tuple(t for t in workflow_space() if validate(t, domain="math", limits=static).ok)
+    """The workflows of the canonical space (:func:`flowgrpo.dsl.space.workflow_space`) that a
+    run with ``limits`` can write: at most its call budget of worst-case operator calls (its
+    validation refuses the others). With the default budget of 12 calls, 2,176 of the 2,275."""
+    return workflow_space(max_calls=(limits or DEFAULT_LIMITS).max_llm_calls)
 
 
 def kind_mix(params: SimulationParams, problems: Iterable) -> dict[str, float]:

@@ -1,52 +1,27 @@
 """The best workflow under the SIMULATED executor, and the regret of any other.
 
-:func:`workflow_space` is a finite, documented space of math workflows, built from a grammar:
-
-    workflow := head tail{0..max_tail}
-    head     := G | "[" G ", " G ("," G)* "] -> " E      (2..max_branches branches)
-    tail     := one of TAILS (Format only as the last step)
-    G        := Custom | AnswerGenerate | Programmer        E := ScEnsemble | MdEnsemble
-
-Branches of a head are a multiset (their order does not change an ensemble's result), every
-workflow is validated for the math domain and kept once by canonical form. With the defaults
-(3 branches, 2 tail steps) it holds 2,275 workflows: single generators, ensembles of 2-3,
-and chains with Review/Revise checks, loops of them, re-generation on FAIL, blind Revise and
-Format.
-
-:func:`best_workflow` scores each with :func:`~operators.simulation.analytic.analyze` (exact)
-and :func:`regret` is the best expected reward minus a workflow's own (never negative: a
-workflow outside the space that beats it is its own best).
+:func:`best_workflow` scores each workflow of a space (default: the DSL's canonical space,
+:func:`flowgrpo.dsl.space.workflow_space`, 2,275 workflows) with
+:func:`~operators.simulation.analytic.analyze` (exact) and :func:`regret` is the best expected
+reward minus a workflow's (never negative: a workflow outside the space that beats it is its own
+best).
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
 from flowgrpo.dsl import DEFAULT_MAX_CALLS, Workflow, canonical, validate
+from flowgrpo.dsl.space import ENSEMBLERS, GENERATORS, TAILS, workflow_space
 from flowgrpo.operators.interpreter import DEFAULT_LIMITS, Limits
 from flowgrpo.operators.simulation.analytic import (
-    SPACE_LIMITS,
     Difficulty,
     WorkflowStats,
     analyze,
 )
 from flowgrpo.operators.simulation.params import SimulationParams
-
-GENERATORS = ("Custom", "AnswerGenerate", "Programmer")
-ENSEMBLERS = ("ScEnsemble", "MdEnsemble")
-TAILS = (
-    "Review ? Revise : done",
-    "(Review ? Revise : done) * 2",
-    "(Review ? Revise : done) * 3",
-    "Review ? Programmer : done",
-    "Review ? AnswerGenerate : done",
-    "Review ? Custom : done",
-    "Revise",
-    "Format",
-)
 
 
 @dataclass(frozen=True)
@@ -83,30 +58,6 @@ class Regret:
     best: str
     best_reward: float
     regret: float
-
-
-def workflow_space(max_branches: int = 3, max_tail: int = 2) -> tuple[str, ...]:
-    """Canonical texts of the space described in the module docstring."""
-    return _space(max_branches, max_tail)
-
-
-@lru_cache(maxsize=16)
-def _space(max_branches: int, max_tail: int) -> tuple[str, ...]:
-    heads = list(GENERATORS)
-    for k in range(2, max_branches + 1):
-        for combo in itertools.combinations_with_replacement(GENERATORS, k):
-            heads += [f"[{', '.join(combo)}] -> {e}" for e in ENSEMBLERS]
-    tails: list[tuple[str, ...]] = [()]
-    for length in range(1, max_tail + 1):
-        for combo in itertools.product(TAILS, repeat=length):
-            if "Format" not in combo[:-1]:
-                tails.append(combo)
-    seen: dict[str, None] = {}
-    for head, tail in itertools.product(heads, tails):
-        report = validate(" -> ".join((head, *tail)), domain="math", limits=SPACE_LIMITS)
-        if report.ok:
-            seen.setdefault(report.canonical, None)
-    return tuple(seen)
 
 
 def expected_reward(
