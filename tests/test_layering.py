@@ -31,7 +31,9 @@ LAYERS = ("core", "dsl", "operators", "rewards", "trainer")
 FOLDERS = {"core": "flowgrpo", **{name: name for name in LAYERS[1:]}}
 #: The trainer's parts: its subpackages (``config``: the training configuration as data, the
 #: lowest part) and ``trainer`` (trainer/__init__.py, which imports nothing).
-TRAINER_PARTS = ("trainer", "config", "algorithms", "monitoring", "loop", "reports", "cli")
+TRAINER_PARTS = (
+    "trainer", "config", "algorithms", "monitoring", "loop", "reports", "search", "cli",
+)  # fmt: skip
 _BELOW_TRAINER = frozenset(LAYERS[:-1])
 #: Core modules that are front ends over the whole library, as the CLI is: ``flowgrpo.api``
 #: (``flowgrpo.train``, ``flowgrpo.evaluate``) imports the trainer inside its functions, so
@@ -47,7 +49,8 @@ TRAINER_RULES: dict[str, frozenset[str]] = {
     "config": _BELOW_TRAINER | {"monitoring"},
     "loop": _BELOW_TRAINER | {"config", "algorithms", "monitoring"},
     "reports": _BELOW_TRAINER | {"config", "algorithms", "monitoring", "loop"},
-    "cli": _BELOW_TRAINER | {"config", "algorithms", "monitoring", "loop", "reports"},
+    "search": _BELOW_TRAINER | {"config", "loop"},
+    "cli": _BELOW_TRAINER | {"config", "algorithms", "monitoring", "loop", "reports", "search"},
 }
 
 

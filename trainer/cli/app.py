@@ -16,11 +16,12 @@ from __future__ import annotations
 import click
 
 from flowgrpo.dsl import DOMAINS
-from flowgrpo.trainer.cli.common import DEVICE_HELP, DTYPES, output_options
+from flowgrpo.trainer.cli.common import DEVICE_HELP, DTYPES, config_options, output_options
 from flowgrpo.trainer.cli.dsl import run_workflow_command, validate_command
 from flowgrpo.trainer.cli.evaluate import eval_command
 from flowgrpo.trainer.cli.export import export_command
 from flowgrpo.trainer.cli.reports import analyze_command, diagnose_command
+from flowgrpo.trainer.cli.search import search_cmd
 from flowgrpo.trainer.cli.sft import sft_command
 from flowgrpo.trainer.cli.train import train_command
 from flowgrpo.trainer.reports.evaluate import EvalSettings
@@ -180,21 +181,6 @@ def run_cmd(**options) -> None:
       flowgrpo run "Programmer -> Review ? Revise : done" --task arithmetic --n 5
     """
     run_workflow_command(**options)
-
-
-def config_options(config_help: str, set_example: str):
-    """``--config`` and ``--set`` of the commands that read a training config."""
-
-    def apply(fn):
-        fn = click.option(
-            "--set", "overrides", multiple=True, metavar="KEY=VALUE",
-            help=f"Override a config value, e.g. {set_example}. Repeatable.",
-        )(fn)  # fmt: skip
-        return click.option(
-            "--config", "config_path", type=click.Path(dir_okay=False), help=config_help
-        )(fn)
-
-    return apply
 
 
 @main.command("train")
@@ -473,6 +459,9 @@ def export_cmd(checkpoint, merge, device, dtype, overwrite) -> None:
       flowgrpo export runs/default/checkpoint-30 --merge models/flowgrpo-30
     """
     export_command(checkpoint, merge, device, dtype, overwrite)
+
+
+main.add_command(search_cmd)
 
 
 if __name__ == "__main__":  # accelerate launch -m flowgrpo.trainer.cli train ...

@@ -31,6 +31,21 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     sys.exit(code)
 
 
+def config_options(config_help: str, set_example: str):
+    """``--config`` and ``--set`` of the commands that read a training config."""
+
+    def apply(fn):
+        fn = click.option(
+            "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+            help=f"Override a config value, e.g. {set_example}. Repeatable.",
+        )(fn)  # fmt: skip
+        return click.option(
+            "--config", "config_path", type=click.Path(dir_okay=False), help=config_help
+        )(fn)
+
+    return apply
+
+
 def output_options(command):
     """``--quiet`` and ``--log-level`` for a command (every flowgrpo command has both)."""
 

@@ -12,6 +12,10 @@ empirical mean survives. Two choices of ours, where the paper is silent or diffe
   every candidate stops there with the arms ranked by that one run.
 * **Means accumulate over rounds** (the paper uses each round's fresh samples alone): no sample
   is thrown away, and the survivors of late rounds are compared on all their samples.
+* **The first round is topped up**: after its one pull each (which measures the costs), every
+  arm is pulled again as often as the round's share of the budget pays for, as the paper's
+  first round would; with too small a budget it stays at one pull.
+* **Ties go to a seeded random order**, not to the candidates' order.
 
 A pull is one run of a workflow on one problem; every arm of a round runs on the **same**
 problems (common random numbers), so arms are compared on equal draws. Pure: the runs are the
@@ -21,6 +25,7 @@ problems (common random numbers), so arms are compared on equal draws. Pure: the
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -91,9 +96,13 @@ class SearchResult:
         return self.arms[0]
 
 
-def successive_halving(workflows: Sequence[str], pull: Pull, budget: int) -> SearchResult:
+def successive_halving(
+    workflows: Sequence[str], pull: Pull, budget: int, seed: int = 0
+) -> SearchResult:
     """Sequential halving of ``workflows`` (distinct) with at most about ``budget`` executor
-    calls (the first round may exceed it: see the module docstring)."""
+    calls (the first round may exceed it: see the module docstring). Ties of the mean are
+    broken by a seeded random order, never by the candidates' order (which would favour the
+    workflows listed first whenever one pull each leaves many arms tied)."""
     if not workflows:
         raise ValueError("the search needs at least one candidate workflow")
     if len(set(workflows)) != len(workflows):
@@ -101,6 +110,9 @@ def successive_halving(workflows: Sequence[str], pull: Pull, budget: int) -> Sea
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"the budget is a number of executor calls >= 1, got {budget!r}")
     arms = [Arm(w) for w in workflows]
+    ties = list(range(len(arms)))
+    random.Random(seed).shuffle(ties)
+    tie = {a.workflow: t for a, t in zip(arms, ties)}
     survivors, rounds, spent = arms, [], 0
     total_rounds = max(1, math.ceil(math.log2(len(arms))))
     for index in range(total_rounds):
@@ -108,22 +120,31 @@ def successive_halving(workflows: Sequence[str], pull: Pull, budget: int) -> Sea
         if pulls < 1:
             break
         calls = _run_round(survivors, pull, pulls, index)
+        if index == 0:  # one pull told the costs: top the first round up to its share
+            more = _pulls(survivors, budget // total_rounds - calls, 1, first=False)
+            calls += _run_round(survivors, pull, more, index) if more >= 1 else 0
+            pulls += max(more, 0)
         spent += calls
         rounds.append(SearchRound(index, len(survivors), pulls, calls))
-        survivors = _better_half(survivors) if len(survivors) > 1 else survivors
-    ranked = sorted(arms, key=lambda a: (-a.last_round, -a.mean, workflows.index(a.workflow)))
+        if len(survivors) > 1:
+            survivors = _better_half(survivors, tie)
+    ranked = sorted(arms, key=lambda a: (-a.last_round, -a.mean, tie[a.workflow]))
     return SearchResult(tuple(ranked), tuple(rounds), spent, budget)
 
 
 def _pulls(survivors: list[Arm], left: int, rounds_left: int, first: bool) -> int:
     """Pulls per arm this round: one in the first round, else this round's share of the budget
-    left over the survivors' calls per pull."""
+    left over the survivors' calls per pull, and at least one while the budget left pays for
+    it (early rounds with many arms may take more than their share; later ones, with fewer
+    arms, then get less)."""
     if first:
         return 1
-    per_pull = sum(a.mean_calls for a in survivors)
-    if left <= 0 or not per_pull > 0:
+    per_pull = sum(a.mean_calls for a in survivors)  # calls of one pull of every survivor
+    if not per_pull > 0:
+        return 1 if left > 0 else 0  # no calls measured (a free executor): pull once
+    if left < per_pull:
         return 0
-    return int(left / rounds_left // per_pull)
+    return max(1, int(left / rounds_left // per_pull))
 
 
 def _run_round(survivors: list[Arm], pull: Pull, pulls: int, index: int) -> int:
@@ -142,10 +163,10 @@ def _run_round(survivors: list[Arm], pull: Pull, pulls: int, index: int) -> int:
     return calls
 
 
-def _better_half(survivors: list[Arm]) -> list[Arm]:
-    """The ceil(n/2) best by mean (ties to the earlier candidate: a stable sort)."""
+def _better_half(survivors: list[Arm], tie: dict[str, int]) -> list[Arm]:
+    """The ceil(n/2) best by mean (ties in the seeded random order ``tie``)."""
     keep = math.ceil(len(survivors) / 2)
-    return sorted(survivors, key=lambda a: -a.mean)[:keep]
+    return sorted(survivors, key=lambda a: (-a.mean, tie[a.workflow]))[:keep]
 
 
 __all__ = ["Arm", "Pull", "SearchResult", "SearchRound", "successive_halving"]

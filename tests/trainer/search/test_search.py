@@ -1,0 +1,143 @@
+"""``flowgrpo search`` (trainer/search/run.py, cli/search.py) with the SIMULATED executor, whose
+exact expected rewards say which workflow is best."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from flowgrpo.operators.executor import ExecutorConfig, executor_limits
+from flowgrpo.operators.simulation import analyze, expected_reward
+from flowgrpo.operators.simulation.oracle import arithmetic_mix, oracle
+from flowgrpo.operators.simulation.worlds import load_world
+from flowgrpo.trainer.cli.app import main
+from flowgrpo.trainer.config import load_config
+from flowgrpo.trainer.loop.prompt import PolicyPrompt
+from flowgrpo.trainer.loop.sft import jsonl_pairs
+from flowgrpo.trainer.search.run import prepare, result_json, search, sft_pairs, workflow_reward
+
+CONFIG = "configs/known-optimum.yaml"
+THREE = ["Custom", "Programmer", "[Programmer, Programmer, Programmer] -> ScEnsemble"]
+
+
+def world_config(name: str, *extra: str):
+    world = load_world(f"configs/worlds/{name}.yaml")
+    sets = [f"rewards.weights.{k}={v}" for k, v in world.reward_weights.items()]
+    params = json.dumps(dict(world.simulation))
+    return world, load_config(CONFIG, (f"executor.options.params={params}", *sets, *extra))
+
+
+def exact(world, workflow: str) -> float:
+    limits = executor_limits(ExecutorConfig(max_calls=12))
+    cost = float(world.reward_weights.get("cost", 0.0))
+    mix = arithmetic_mix(world.params)
+    return expected_reward(analyze(workflow, world.params, mix, limits), 1.0, cost, 12)
+
+
+def test_the_reward_is_the_runs_accuracy_and_cost_weights():
+    _, cfg = world_config("cheap")
+    assert dict(workflow_reward(cfg).weights) == {"accuracy": 1.0, "cost": 1.0}
+    only_validity = load_config(CONFIG, ("rewards.weights={validity: 1.0}",))
+    assert dict(workflow_reward(only_validity).weights) == {"accuracy": 1.0, "cost": 0.0}
+
+
+def test_three_candidates_the_exact_best_wins_and_the_calls_are_counted():
+    world, cfg = world_config("cheap")
+    result = search(cfg, 6000, candidates=THREE)
+    by_exact = max(THREE, key=lambda w: exact(world, w))
+    assert result.best.workflow == by_exact == "Programmer"
+    assert result.calls == sum(a.calls for a in result.arms) == sum(r.calls for r in result.rounds)
+    assert abs(result.best.mean - exact(world, "Programmer")) < 3 * result.best.ci95
+
+
+@pytest.mark.parametrize("world_name", ["cheap", "adaptive-checks"])
+def test_the_whole_space_finds_a_workflow_within_0_02_of_the_exact_best(world_name):
+    """The default candidates (2,176 writable workflows), 150,000 calls: the pick's exact
+    reward is within 0.02 of the best single workflow's (docs/BENCHMARKS.md has every world)."""
+    world, cfg = world_config(world_name)
+    result = search(cfg, 150_000)
+    limits = executor_limits(ExecutorConfig(max_calls=12))
+    cost = float(world.reward_weights.get("cost", 0.0))
+    best = oracle(world.params, arithmetic_mix(world.params), None, limits, cost_weight=cost,
+                  cost_max_calls=12).single  # fmt: skip
+    assert best.reward - exact(world, result.best.workflow) <= 0.02
+    assert len(result.arms) == 2176 and result.calls <= 1.1 * 150_000
+
+
+def test_an_invalid_candidate_is_named():
+    _, cfg = world_config("default")
+    with pytest.raises(ValueError, match=r"candidate 'Review' is not a valid workflow"):
+        search(cfg, 100, candidates=["Custom", "Review"])
+
+
+def test_a_task_that_is_not_math_needs_its_own_candidates(tmp_path):
+    path = tmp_path / "qa.jsonl"
+    path.write_text('{"question": "Capital of France?", "answer": "Paris", "domain": "qa"}\n')
+    cfg = load_config(CONFIG, (f"rollout.task=jsonl:{path}",))
+    with pytest.raises(ValueError, match="the built-in workflow space is for math"):
+        search(cfg, 100)
+
+
+def test_more_pulls_than_problems_draw_fresh_repeats():
+    """One training problem, many pulls: each pull after the first is a further repeat, a fresh
+    draw of the simulated executor, so the same workflow is right on some and wrong on others
+    (with repeats of index 0 it would score the one answer every time)."""
+    _, cfg = world_config("default", "rollout.train_size=1")
+    result = search(cfg, 400, candidates=["Custom", "AnswerGenerate"])
+    for arm in result.arms:
+        assert arm.n == arm.pulls > 20 and set(arm.rewards) == {0.0, 1.0}, arm
+
+
+def test_the_json_and_the_sft_pairs_of_the_winner(tmp_path):
+    _, cfg = world_config("cheap")
+    setup = prepare(cfg, None, 0)
+    result = search(cfg, 3000, candidates=THREE, environment=setup.environment)
+    data = result_json(result, CONFIG, top=2)
+    assert data["budget_calls"] == 3000 and data["candidates"] == 3 and len(data["top"]) == 2
+    assert data["top"][0]["workflow"] == "Programmer" and data["top"][0]["n"] >= 2
+    path = tmp_path / "pairs.jsonl"
+    assert sft_pairs(path, result.best.workflow, setup.environment, 5) == 5
+    problems, workflows = jsonl_pairs(str(path), PolicyPrompt())  # the SFT loader reads it
+    assert workflows == ["Programmer"] * 5 and len(problems) == 5
+
+
+def test_the_command_prints_the_top_workflows_and_writes_json(tmp_path):
+    candidates = tmp_path / "candidates.txt"
+    candidates.write_text("# three workflows\n" + "\n".join(THREE) + "\n")
+    out, pairs = tmp_path / "search.json", tmp_path / "pairs.jsonl"
+    result = CliRunner().invoke(main, [
+        "search", "--config", CONFIG, "--set", "rewards.weights.cost=1.0", "--budget", "3000",
+        "--candidates", str(candidates), "--out", str(out), "--sft-pairs", str(pairs), "-q",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("3 candidates, 2 rounds"))
+    assert "rank" in lines[first + 1] and lines[first + 2].split()[-1] == "Programmer"
+    assert json.loads(out.read_text())["top"][0]["workflow"] == "Programmer"
+    assert len(pairs.read_text().splitlines()) == 1000  # sft.examples of the config
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--candidates", "{tmp}/none.txt"], "none.txt"),
+        (["--candidates", "{tmp}/empty.txt"], "no workflow in it"),
+        (["--candidates", "{tmp}/bad.txt"], "is not a valid workflow"),
+    ],
+)
+def test_bad_candidates_are_one_line(tmp_path, args, message):
+    (tmp_path / "empty.txt").write_text("# nothing\n")
+    (tmp_path / "bad.txt").write_text("Custom ->\n")
+    argv = [
+        "search",
+        "--config",
+        CONFIG,
+        "--budget",
+        "100",
+        *(a.format(tmp=tmp_path) for a in args),
+    ]
+    result = CliRunner().invoke(main, argv)
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert result.exit_code == 2 and len(errors) == 1 and message in errors[0], result.output

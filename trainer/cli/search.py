@@ -1,0 +1,97 @@
+"""``flowgrpo search``: the best single workflow for a config's task, executor and reward."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from flowgrpo.configuration import ConfigError
+from flowgrpo.trainer.cli.common import config_options, fail, output_options, status
+
+
+@click.command("search")
+@config_options(
+    "YAML config: its task (training problems), executor, call budget and reward weights.",
+    "--set executor.kind=openai",
+)
+@click.option(
+    "--budget",
+    required=True,
+    type=click.IntRange(min=1),
+    help="Executor calls to spend (about; the first round runs every candidate once whatever "
+    "it costs). A training run's calls: its metrics' executor calls, summed.",
+)
+@click.option(
+    "--candidates",
+    "candidates_file",
+    type=click.Path(dir_okay=False),
+    help="Workflows to search, one per line (# comments). [default: the canonical space a run "
+    "with executor.max_calls can write: 2,176 workflows at 12 calls; math tasks]",
+)
+@click.option("--top", default=10, show_default=True, type=click.IntRange(min=1))
+@click.option("--seed", default=0, show_default=True, help="Order of the training problems.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the search as JSON here.")
+@click.option(
+    "--sft-pairs",
+    type=click.Path(dir_okay=False),
+    help="Write {question, workflow} pairs of the best workflow here (sft.data: jsonl:PATH).",
+)
+@output_options
+def search_cmd(config_path, overrides, budget, candidates_file, top, seed, out, sft_pairs):
+    """Search for the best single workflow: the baseline to try before RL.
+
+    Runs sequential halving (Karnin et al., ICML 2013) over the candidate workflows on the
+    config's training problems with its executor (any kind), within about --budget executor
+    calls; a workflow's reward is the config's accuracy and cost weights (accuracy alone when
+    both are 0). Prints the best workflows with their measured mean reward, a 95% interval and
+    the runs behind it. If one workflow is best for every problem, this finds it without
+    training; RL is worth more only where the best workflow depends on the problem.
+
+    \b
+    Example:
+      flowgrpo search --config configs/known-optimum.yaml --budget 150000 --out search.json
+    """
+    # heavy: torch (the run environment); `flowgrpo validate` starts without it
+    from flowgrpo.trainer.cli.train import check_environment, resolve_config
+    from flowgrpo.trainer.search import run
+
+    cfg = resolve_config(config_path, overrides, None, None)
+    candidates = _read_candidates(candidates_file) if candidates_file else None
+    environment = check_environment(cfg)  # the checks a training run makes, executor probe too
+    status(f"searching with executor {cfg.executor.kind!r}, budget {budget:,} calls ...")
+    try:
+        environment = run.prepare(cfg, environment, seed).environment  # the executor built
+        result = run.search(cfg, budget, candidates=candidates, seed=seed, environment=environment)
+    except (ConfigError, ValueError, FileNotFoundError, OSError, ImportError) as exc:
+        fail(str(exc))
+    _print(result, top)
+    if out:
+        data = run.result_json(result, config_path, top)
+        Path(out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        click.echo(f"wrote {out}")
+    if sft_pairs:
+        n = run.sft_pairs(sft_pairs, result.best.workflow, environment, cfg.sft.examples)
+        click.echo(f"wrote {n} SFT pairs to {sft_pairs} (sft.data: jsonl:{sft_pairs})")
+
+
+def _read_candidates(path: str) -> list[str]:
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"--candidates {path}: {exc}")
+    found = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    if not found:
+        fail(f"--candidates {path}: no workflow in it (one per line)")
+    return list(dict.fromkeys(found))
+
+
+def _print(result, top: int) -> None:
+    click.echo(f"{len(result.arms)} candidates, {len(result.rounds)} rounds, {result.calls:,} "
+               f"executor calls (budget {result.budget:,})")  # fmt: skip
+    head = f"{'rank':>4}  {'reward':>7}  {'95% CI':>7}  {'runs':>6}  {'calls/run':>9}  workflow"
+    click.echo(head)
+    for rank, arm in enumerate(result.arms[:top], 1):
+        click.echo(f"{rank:>4}  {arm.mean:7.3f}  ±{arm.ci95:6.3f}  {arm.n:>6}  "
+                   f"{arm.mean_calls:9.2f}  {arm.workflow}")  # fmt: skip
