@@ -28,7 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from studylib.group_signal import UNIFORM_MIX, is_near  # issue 20
+from studylib.choice import choice_report, choice_table  # issue 40
+from studylib.group_signal import is_near  # issue 20
 from studylib.study import mean_interval, series
 
 SECTION_FILE = "known_optimum.md"  # under --out; docs/RESULTS.md links it
@@ -120,6 +121,7 @@ def held_out(cfg, model, tokenizer, args) -> dict:
     """The policy on ``--eval-n`` test problems, ``--eval-k`` samples each, evaluated as
     ``flowgrpo eval`` evaluates a checkpoint of the run (its sampling, prompt, executor, hooks)."""
     from flowgrpo.operators.simulation.metrics import regret_settings
+    from flowgrpo.operators.tasks import load_task
     from flowgrpo.trainer.reports.eval_run import EvalOptions, EvalSession
 
     # device auto: the GPU where one is visible, as training uses it
@@ -129,19 +131,25 @@ def held_out(cfg, model, tokenizer, args) -> dict:
     out = {key: result.get(key) for key in EVAL_KEYS}
     sim = regret_settings(cfg, session.limits)
     out.update(mode_of(result.get("top_workflows") or [], sim, result.get("samples") or 1))
+    # issue 40: against the best single workflow and the oracle, on these same problems
+    problems = load_task(session.settings.task, n=session.settings.n, seed=session.settings.seed,
+                         split="test")  # fmt: skip
+    out["choice"] = choice_report(sim, problems, result["sample_workflows"], session.settings.k)
     return out
 
 
 def mode_of(top: list, sim, samples: int) -> dict:
     """The most-written held-out workflow, its share and its regret on the difficulty mix."""
     from flowgrpo.operators.simulation import best_workflow, regret
+    from flowgrpo.operators.simulation.oracle import arithmetic_mix
 
-    best = best_workflow(sim.params, UNIFORM_MIX, limits=sim.limits, **sim.weights)
+    mix = arithmetic_mix(sim.params)  # without templates: the three difficulties, equally
+    best = best_workflow(sim.params, mix, limits=sim.limits, **sim.weights)
     if not top:
         return {"mode": None, "mode_share": 0.0, "mode_regret": best.reward,
                 "near_best": False, "best": best.workflow, "best_reward": best.reward}  # fmt: skip
     text, count = top[0]
-    r = regret(text, sim.params, UNIFORM_MIX, limits=sim.limits, **sim.weights)
+    r = regret(text, sim.params, mix, limits=sim.limits, **sim.weights)
     return {
         "mode": text, "mode_share": count / samples, "mode_regret": r.regret,
         "near_best": is_near(r.regret), "best": best.workflow, "best_reward": best.reward,
@@ -307,6 +315,12 @@ def section(args, start: dict, runs: list[dict], figure: Path) -> str:
         f"--n {args.eval_n} --k {args.eval_k}`.",
         "",
         table(start, runs),
+        "",
+        "Choosing per problem (issue 40): the same held-out samples, each workflow's exact "
+        "expected reward on its problem's kind against the best single workflow and each kind's "
+        "own best (studylib/choice.py).",
+        "",
+        choice_table(start, runs),
         "",
         f"![known_optimum]({figure.relative_to(Path(args.out))})",
         "",

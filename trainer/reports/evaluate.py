@@ -234,6 +234,9 @@ def summarise(samples, problems, settings: EvalSettings, seconds: float) -> dict
         f"pass@{k}": sum(pass_at_k(k, c, k) for c in per_problem) / n,
         "distinct_workflows": len({s.canonical for s in valid}),
         "top_workflows": Counter(s.canonical for s in valid).most_common(5),
+        # per sample (k per problem, in problem order): its valid workflow or None; studies
+        # score each one against the problem it answered
+        "sample_workflows": [s.canonical if s.valid else None for s in samples],
         "operators": {op: c / max(len(valid), 1) for op, c in ops.most_common()},
         "structures": dict(Counter(s.structure for s in valid)),
         "executor_calls_per_problem": sum(e.calls for e in executed) / n,
