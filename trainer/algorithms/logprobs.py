@@ -26,6 +26,7 @@ scored, so the vocabulary projection (28M of SmolLM2-135M's weights) runs at one
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -104,12 +105,25 @@ def prompt_prefix(model, prompts) -> PromptPrefix | None:
     return PromptPrefix(ids_L, kv, leaves)
 
 
+def cache_keyword(model) -> str:
+    """The keyword a causal LM takes its KV cache by, in ``forward`` and ``generate``:
+    ``cache`` since transformers 5.x (where ``past_key_values`` is deprecated and warns on every
+    call), ``past_key_values`` before (the project supports transformers >= 4.56)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return (
+        "cache"
+        if "cache" in inspect.signature(type(base).forward).parameters
+        else ("past_key_values")
+    )
+
+
 def prompt_forward(model, prompt_P, prefix: PromptPrefix | None = None):
     """The model's output on one prompt (cache of every position, logits of the last), run
     against ``prefix``'s cache when given: only the tokens after it are computed."""
     own_R = prompt_P if prefix is None else prefix.rest(prompt_P)
     start = None if prefix is None else prefix.cache()
-    return model(input_ids=own_R[None], past_key_values=start, use_cache=True, logits_to_keep=1)
+    kv = {cache_keyword(model): start}
+    return model(input_ids=own_R[None], **kv, use_cache=True, logits_to_keep=1)
 
 
 def _completion_logits_shared(model, prompt_P, completion_KT, mask_KT, prefix=None):
@@ -121,9 +135,8 @@ def _completion_logits_shared(model, prompt_P, completion_KT, mask_KT, prefix=No
     attn_K = torch.cat(
         [torch.ones(k, p, dtype=mask_KT.dtype, device=mask_KT.device), mask_KT], dim=1
     )
-    rest = model(
-        input_ids=completion_KT, attention_mask=attn_K, past_key_values=cache, use_cache=True
-    )
+    kv = {cache_keyword(model): cache}
+    rest = model(input_ids=completion_KT, attention_mask=attn_K, **kv, use_cache=True)
     return torch.cat([first_logits_K1V, rest.logits[:, :-1, :]], dim=1)  # [K, T, V]
 
 

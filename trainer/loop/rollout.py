@@ -18,7 +18,7 @@ from transformers import DynamicCache, TopPLogitsWarper
 
 from flowgrpo.dsl.validate import DEFAULT_STATIC_LIMITS
 from flowgrpo.operators.tasks.base import Problem
-from flowgrpo.trainer.algorithms.logprobs import prompt_forward, prompt_prefix
+from flowgrpo.trainer.algorithms.logprobs import cache_keyword, prompt_forward, prompt_prefix
 from flowgrpo.trainer.loop.constrain import (
     CONSTRAINED_MODES,
     GrammarMask,
@@ -179,7 +179,7 @@ def generate_rollout(
                                     limits, max_new_tokens)  # fmt: skip
             sampling, extra = _masked_sampling(sampling, grammar, top_p, temperature)
             if prefill_once:
-                extra["past_key_values"] = prefill_prompts(model, prompt_ids, group_size)
+                extra[cache_keyword(model)] = prefill_prompts(model, prompt_ids, group_size)
             out = model.generate(
                 input_ids=ids, attention_mask=mask, **sampling, **extra,
                 max_new_tokens=max_new_tokens, eos_token_id=eos,

@@ -153,3 +153,20 @@ def test_one_prompt_or_no_common_token_has_no_prefix(policy):
     with torch.no_grad():
         assert prompt_prefix(model, [torch.tensor([5, 6, 7])]) is None
         assert prompt_prefix(model, [torch.tensor([5, 6, 7]), torch.tensor([8, 6, 7])]) is None
+
+
+def test_the_cache_goes_by_the_keyword_the_installed_transformers_takes(policy):
+    """No deprecation warning per call (issue 43): ``cache=`` where forward takes it (5.x),
+    ``past_key_values=`` before."""
+    import inspect
+    import warnings
+
+    from flowgrpo.trainer.algorithms.logprobs import cache_keyword
+
+    model, prompt, completions, mask = policy
+    takes = inspect.signature(type(model.get_base_model()).forward).parameters
+    assert cache_keyword(model) == ("cache" if "cache" in takes else "past_key_values")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _run(model, prompt, completions, mask, "shared_prompt")
+    assert not [w for w in caught if "past_key_values" in str(w.message)]
