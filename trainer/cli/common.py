@@ -78,8 +78,12 @@ def configure_output(quiet: bool = False, log_level: str | None = None) -> None:
     _OUTPUT.update(quiet=quiet, level=level or (logging.WARNING if quiet else logging.INFO))
     if quiet:  # read by these libraries when they are imported (after this, in a CLI process)
         os.environ.setdefault("WANDB_SILENT", "true")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if quiet or not sys.stderr.isatty():  # no bars, and no carriage-return redraws in a log
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        library = sys.modules.get("transformers")
+        if library is not None:  # imported before the option was read: it read the variable
+            library.utils.logging.disable_progress_bar()
     console_logging()
 
 
