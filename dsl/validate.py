@@ -409,7 +409,9 @@ class _Checker(Visitor[_State]):
             if node.name.lower() == "done":
                 hint = "a branch that ends the workflow is written done, in lower case"
             self.error("unknown_operator", node, f"unknown operator {node.name!r}", hint)
-            return _State(True, state.candidates, state.feedback)  # avoid cascading errors
+            # its role is unknown: assume the best of it (a solution, a verdict), so a typo in
+            # a checker's name is one error, not also "Revise has no feedback"
+            return _State(True, state.candidates, True)
         if self.allowed is not None and node.name not in self.allowed:
             where = f"the {self.domain} domain" if self.domain else "this problem"
             self.error(

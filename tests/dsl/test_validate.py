@@ -45,6 +45,13 @@ def test_unknown_operator_suggests_the_closest_name():
     assert "Review" in problem.hint
 
 
+def test_a_typo_in_a_checkers_name_is_one_error_and_no_warning():
+    """Issue 43: 'Reviw ? Revise' also warned that Revise has no feedback."""
+    report = validate("Custom -> Reviw ? Revise : done")
+    assert [p.code for p in report.errors] == ["unknown_operator"] and report.warnings == ()
+    assert [p.code for p in validate("Custom -> Revise").warnings] == ["revise_without_feedback"]
+
+
 @pytest.mark.parametrize(
     ("source", "domain", "bad"),
     [
