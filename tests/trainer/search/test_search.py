@@ -141,3 +141,26 @@ def test_bad_candidates_are_one_line(tmp_path, args, message):
     result = CliRunner().invoke(main, argv)
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert result.exit_code == 2 and len(errors) == 1 and message in errors[0], result.output
+
+
+def test_the_search_runs_against_an_openai_compatible_server(tmp_path):
+    """The same command with executor.kind openai: every pull is a chat request to the server
+    (a local scripted one answering 5), counted as calls."""
+    from fault_server import FaultServer
+
+    server = FaultServer(answer=lambda body: "The answer is 5.", models=("served",), lifetime_s=120)
+    candidates = tmp_path / "two.txt"
+    candidates.write_text("Custom\nAnswerGenerate -> Custom\n")
+    try:
+        result = CliRunner().invoke(main, [
+            "search", "--config", "configs/tiny.yaml", "--set", "executor.kind=openai",
+            "--set", f"executor.base_url={server.url}", "--set", "executor.model=served",
+            "--budget", "30", "--candidates", str(candidates), "-q",
+        ])  # fmt: skip
+        chat = len(server.requests)
+    finally:
+        server.close()
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("2 candidates"))
+    calls = int(line.split(", ")[2].split()[0].replace(",", ""))
+    assert calls == chat > 0  # one executor call, one chat request
