@@ -28,9 +28,9 @@ import sys
 import time
 from pathlib import Path
 
-from studylib.choice import choice_report, choice_table  # issue 40
+from studylib.choice import choice_markdown, choice_report, choice_table  # issue 40
 from studylib.group_signal import is_near  # issue 20
-from studylib.study import mean_interval, series
+from studylib.study import alert_steps, mean_interval, series
 
 SECTION_FILE = "known_optimum.md"  # under --out; docs/RESULTS.md links it
 TAIL = 5  # "first"/"last" training values: means over this many rollouts (16 completions each)
@@ -165,32 +165,6 @@ def base_model(cfg):
         m.name_or_path, gguf_file=m.gguf_file, dtype=m.dtype, seed=cfg.optim.seed
     )
     return model, tokenizer  # load_model gives it a pad token
-
-
-ALERTS = ("deadlock", "entropy_low", "zero_grad", "collapse", "step_time_collapse")
-# "collapse" is the seed system's failure: the policy writing prose (the z-test after an update,
-# or a fallback rate held high); a step that got faster (step_time_collapse) is kept apart
-ALERT_OF = {
-    "deadlock": "deadlock",
-    "entropy_low": "entropy_low",
-    "zero_grad": "zero_grad",
-    "update_collapse": "collapse",
-    "fallback_high": "collapse",
-    "step_time_collapse": "step_time_collapse",
-}
-
-
-def alert_steps(history: list[dict]) -> dict:
-    """Per alert name of :data:`ALERTS`, the steps at which it fired; and rollbacks."""
-    fired: dict = {name: [] for name in ALERTS}
-    for line in history:
-        for alert in line.get("alerts") or []:
-            name = alert.get("check") or alert.get("name") if isinstance(alert, dict) else alert
-            key = ALERT_OF.get(str(name))
-            if key is not None and line.get("step") not in fired[key]:
-                fired[key].append(line.get("step"))
-    fired["rollback"] = [line.get("step") for line in history if line.get("rollback")]
-    return fired
 
 
 def train_and_eval(args, seed: int, base, world=None) -> dict:
@@ -486,6 +460,15 @@ def main(argv=None) -> None:
         only = results[next(iter(results))]
         print(f"wrote {write(args, only['start'], only['runs'])}")
     print(f"wrote {save(args, results)}")
+    print(f"wrote {write_choice(args, results)}")
+
+
+def write_choice(args, results: dict) -> Path:
+    """Every world's choice table (issue 40) in ``OUT/known_optimum[-TAG]-choice.md``."""
+    path = json_path(args).with_name(json_path(args).stem + "-choice.md")
+    command = f"python research/learn_known_optimum.py {' '.join(sys.argv[1:])}"
+    path.write_text(choice_markdown(results, command) + "\n", encoding="utf-8")
+    return path
 
 
 if __name__ == "__main__":

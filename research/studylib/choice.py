@@ -102,8 +102,9 @@ def choice_table(start: dict | None, runs: list[dict]) -> str:
         "gap closed | kinds near best / kinds (distinct modes) |",
         "|---|---|---|---|---|---|---|",
     ]
+    done = [run for run in runs if "choice" in run.get("eval", {})]  # older records: none
     rows = ([("start", start["choice"])] if start and "choice" in start else []) + [
-        (str(run["seed"]), run["eval"]["choice"]) for run in runs if "choice" in run["eval"]
+        (str(run["seed"]), run["eval"]["choice"]) for run in done
     ]
     for name, c in rows:
         near, modes = kinds_near_best(c)
@@ -112,13 +113,22 @@ def choice_table(start: dict | None, runs: list[dict]) -> str:
             f"{_f(c['oracle_reward'])} | {_f(c['vs_single'])} ± {_f(c['vs_single_ci95'])} | "
             f"{_f(c['gap_closed'])} | {near} / {len(c['by_kind'])} ({modes}) |"
         )
-    above = sum(
-        r["eval"]["choice"]["vs_single"] - r["eval"]["choice"]["vs_single_ci95"] > 0
-        for r in runs if "choice" in r["eval"]
-    )  # fmt: skip
+    above = sum(r["eval"]["choice"]["vs_single"] - r["eval"]["choice"]["vs_single_ci95"] > 0
+                for r in done)  # fmt: skip
     lines.append(f"\nSeeds whose interval lies above the best single workflow: {above} of "
-                 f"{len(runs)}.")  # fmt: skip
+                 f"{len(done)}.")  # fmt: skip
     return "\n".join(lines)
 
 
-__all__ = ["NEAR", "choice_report", "choice_table", "kinds_near_best"]
+def choice_markdown(results: dict, command: str) -> str:
+    """Every world's :func:`choice_table` under one heading (``results``: world name ->
+    ``{"start", "runs"}``, as the study's JSON holds them)."""
+    parts = ["# Choosing per problem: the policy against the best single workflow (SIMULATED "
+             "executor)", "", f"Command: `{command}`. Exact expected rewards of the held-out "
+             "samples (studylib/choice.py).", ""]  # fmt: skip
+    for name, world in results.items():
+        parts += [f"## {name}", "", choice_table(world.get("start"), world.get("runs", [])), ""]
+    return "\n".join(parts)
+
+
+__all__ = ["NEAR", "choice_markdown", "choice_report", "choice_table", "kinds_near_best"]

@@ -14,6 +14,7 @@ Used by ``research/reproduce_collapse.py`` and ``research/learn_known_optimum.py
   measured against.
 * :func:`guard_rates` — for a :class:`CollapseRule`, on runs with that truth: how often it
   fires on runs (and updates) that did not collapse, and how many collapsed runs it flags.
+* :func:`alert_steps` — the steps at which each health alert fired in a run's metrics lines.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from dataclasses import dataclass, field
 from flowgrpo.trainer.monitoring.collapse import CollapseRule, collapse_decisions
 
 __all__ = [
+    "ALERTS",
     "OLD_RULE",
     "GuardRates",
+    "alert_steps",
     "collapse_onset",
     "guard_rates",
     "mean_interval",
@@ -160,3 +163,29 @@ def guard_rates(
                 rates.collapsed_detected += 1
                 rates.delays.append(fired[0] - onset)
     return rates
+
+
+ALERTS = ("deadlock", "entropy_low", "zero_grad", "collapse", "step_time_collapse")
+# "collapse" is the seed system's failure: the policy writing prose (the z-test after an update,
+# or a fallback rate held high); a step that got faster (step_time_collapse) is kept apart
+ALERT_OF = {
+    "deadlock": "deadlock",
+    "entropy_low": "entropy_low",
+    "zero_grad": "zero_grad",
+    "update_collapse": "collapse",
+    "fallback_high": "collapse",
+    "step_time_collapse": "step_time_collapse",
+}
+
+
+def alert_steps(history: list[dict]) -> dict:
+    """Per alert name of :data:`ALERTS`, the steps at which it fired; and rollbacks."""
+    fired: dict = {name: [] for name in ALERTS}
+    for line in history:
+        for alert in line.get("alerts") or []:
+            name = alert.get("check") or alert.get("name") if isinstance(alert, dict) else alert
+            key = ALERT_OF.get(str(name))
+            if key is not None and line.get("step") not in fired[key]:
+                fired[key].append(line.get("step"))
+    fired["rollback"] = [line.get("step") for line in history if line.get("rollback")]
+    return fired

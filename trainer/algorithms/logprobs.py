@@ -98,7 +98,7 @@ def prompt_prefix(model, prompts) -> PromptPrefix | None:
     device = next(model.parameters()).device
     ids_L = prompts[0][:length].to(device)
     out = model(input_ids=ids_L[None], use_cache=True, logits_to_keep=1)
-    kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+    kv = [(layer.keys, layer.values) for layer in output_cache(out).layers]
     if not torch.is_grad_enabled():
         return PromptPrefix(ids_L, kv, kv)
     leaves = [tuple(t.detach().requires_grad_(t.requires_grad) for t in pair) for pair in kv]
@@ -117,6 +117,12 @@ def cache_keyword(model) -> str:
     )
 
 
+def output_cache(out):
+    """The KV cache of a model output: its ``cache`` field in transformers 5.x (reading
+    ``past_key_values`` there warns), ``past_key_values`` before."""
+    return out["cache"] if "cache" in out else out["past_key_values"]
+
+
 def prompt_forward(model, prompt_P, prefix: PromptPrefix | None = None):
     """The model's output on one prompt (cache of every position, logits of the last), run
     against ``prefix``'s cache when given: only the tokens after it are computed."""
@@ -129,7 +135,7 @@ def prompt_forward(model, prompt_P, prefix: PromptPrefix | None = None):
 def _completion_logits_shared(model, prompt_P, completion_KT, mask_KT, prefix=None):
     k, p = completion_KT.shape[0], prompt_P.shape[0]
     out = prompt_forward(model, prompt_P, prefix)
-    cache = out.past_key_values
+    cache = output_cache(out)
     cache.batch_repeat_interleave(k)  # [1, H, P, D] -> [K, H, P, D] per layer, differentiable
     first_logits_K1V = out.logits[:, -1:, :].expand(k, -1, -1)
     attn_K = torch.cat(

@@ -18,7 +18,12 @@ from transformers import DynamicCache, TopPLogitsWarper
 
 from flowgrpo.dsl.validate import DEFAULT_STATIC_LIMITS
 from flowgrpo.operators.tasks.base import Problem
-from flowgrpo.trainer.algorithms.logprobs import cache_keyword, prompt_forward, prompt_prefix
+from flowgrpo.trainer.algorithms.logprobs import (
+    cache_keyword,
+    output_cache,
+    prompt_forward,
+    prompt_prefix,
+)
 from flowgrpo.trainer.loop.constrain import (
     CONSTRAINED_MODES,
     GrammarMask,
@@ -124,7 +129,7 @@ def prefill_prompts(model, prompt_ids: Sequence, group_size: int):
     per_layer: list[list] = []
     for ids in heads:
         out = prompt_forward(model, ids, prefix)
-        for i, layer in enumerate(out.past_key_values.layers):
+        for i, layer in enumerate(output_cache(out).layers):
             pad = width - layer.keys.shape[-2]
             kv = [torch.nn.functional.pad(t, (0, 0, pad, 0)) for t in (layer.keys, layer.values)]
             (per_layer.append([]) if i >= len(per_layer) else None)

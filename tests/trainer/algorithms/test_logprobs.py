@@ -155,7 +155,7 @@ def test_one_prompt_or_no_common_token_has_no_prefix(policy):
         assert prompt_prefix(model, [torch.tensor([5, 6, 7]), torch.tensor([8, 6, 7])]) is None
 
 
-def test_the_cache_goes_by_the_keyword_the_installed_transformers_takes(policy):
+def test_the_cache_goes_by_the_keyword_the_installed_transformers_takes(policy, monkeypatch):
     """No deprecation warning per call (issue 43): ``cache=`` where forward takes it (5.x),
     ``past_key_values=`` before."""
     import inspect
@@ -170,3 +170,10 @@ def test_the_cache_goes_by_the_keyword_the_installed_transformers_takes(policy):
         warnings.simplefilter("always")
         _run(model, prompt, completions, mask, "shared_prompt")
     assert not [w for w in caught if "past_key_values" in str(w.message)]
+    # transformers' own logger too (reading ``output.past_key_values`` warns there): watched
+    # directly, since its warning_once speaks once per process and does not propagate
+    generic = pytest.importorskip("transformers.utils.generic")
+    said = []
+    monkeypatch.setattr(generic, "logger", SimpleNamespace(warning_once=said.append))
+    _run(model, prompt, completions, mask, "shared_prompt")
+    assert not [m for m in said if "past_key_values" in m]
