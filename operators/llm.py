@@ -104,6 +104,23 @@ class LLM(Protocol):
         ...
 
 
+class CountingLLM:
+    """An executor backend that counts the requests it passes on: the executor calls a run
+    spends (cache hits and identical pairs run once never reach it). Every other attribute is
+    the wrapped backend's."""
+
+    def __init__(self, llm: LLM):
+        self.llm = llm
+        self.requests = 0
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        self.requests += len(requests)
+        return self.llm.generate(requests)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.llm, name)
+
+
 def user(content: str, system: str | None = None) -> tuple[Message, ...]:
     """Messages for a single-turn request."""
     head = (Message("system", system),) if system else ()

@@ -28,7 +28,12 @@ import sys
 import time
 from pathlib import Path
 
-from studylib.choice import choice_markdown, choice_report, choice_table  # issue 40
+from studylib.choice import (  # issue 40
+    choice_markdown,
+    choice_report,
+    choice_table,
+    pick_reward,
+)
 from studylib.group_signal import is_near  # issue 20
 from studylib.study import alert_steps, mean_interval, series
 
@@ -197,6 +202,9 @@ def train_and_eval(args, seed: int, base, world=None) -> dict:
     policy = PeftModel.from_pretrained(copy.deepcopy(base[0]), str(adapter_dir(checkpoint)))
     history = read_jsonl(run_dir / "metrics.jsonl")
     evaluated = held_out(cfg, policy, base[1], args)
+    if "choice" in evaluated:  # issue 40: flowgrpo search with the run's own executor calls
+        calls = sum(line.get("executor_calls") or 0 for line in history)
+        evaluated["choice"]["search"] = searched(cfg, calls, seed, args) if calls else None
     return {
         "seed": seed,
         "world": world.name if world is not None else None,
@@ -209,6 +217,22 @@ def train_and_eval(args, seed: int, base, world=None) -> dict:
         "cpu_minutes": (time.process_time() - cpu) / 60,
         "torch_threads": torch.get_num_threads(),  # CPU minutes depend on it (--jobs)
     }
+
+
+def searched(cfg, calls: int, seed: int, args) -> dict:
+    """``flowgrpo search`` with ``calls`` executor calls (the training run's), its pick scored
+    exactly on the held-out problems as the policy's samples are."""
+    from flowgrpo.operators.executor import executor_limits
+    from flowgrpo.operators.simulation.metrics import regret_settings
+    from flowgrpo.operators.tasks import load_task
+    from flowgrpo.trainer.search.run import search
+
+    result = search(cfg, calls, seed=seed)
+    # the held-out problems of held_out (EvalOptions seed 0)
+    problems = load_task(cfg.rollout.task, n=args.eval_n, seed=0, split="test")
+    sim = regret_settings(cfg, executor_limits(cfg.executor))
+    pick = result.best.workflow
+    return {"workflow": pick, "calls": result.calls, "reward": pick_reward(sim, problems, pick)}
 
 
 def start_eval(args, base, world=None) -> dict:

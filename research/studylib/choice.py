@@ -67,6 +67,15 @@ def choice_report(sim, problems: Sequence, workflows: Sequence[str | None], k: i
     }
 
 
+def pick_reward(sim, problems: Sequence, workflow: str) -> float:
+    """The exact expected reward of one workflow used for every problem of ``problems`` (the
+    pick of ``flowgrpo search``), as :func:`choice_report` scores the policy's samples."""
+    params, limits, weights = sim.params, sim.limits, sim.weights
+    rewards = [expected_reward(analyze(workflow, params, params.kind_of(p), limits), **weights)
+               for p in problems]  # fmt: skip
+    return statistics.mean(rewards)
+
+
 def _by_kind(workflows, kinds, best, reward) -> dict:
     written = defaultdict(list)
     for workflow, kind in zip(workflows, kinds):
@@ -99,8 +108,8 @@ def choice_table(start: dict | None, runs: list[dict]) -> str:
     many distinct modes)."""
     lines = [
         "| seed | policy E[reward] | best single | oracle | policy − single (95% CI) | "
-        "gap closed | kinds near best / kinds (distinct modes) |",
-        "|---|---|---|---|---|---|---|",
+        "gap closed | kinds near best / kinds (distinct modes) | search, same calls |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     done = [run for run in runs if "choice" in run.get("eval", {})]  # older records: none
     rows = ([("start", start["choice"])] if start and "choice" in start else []) + [
@@ -111,13 +120,20 @@ def choice_table(start: dict | None, runs: list[dict]) -> str:
         lines.append(
             f"| {name} | {_f(c['policy_reward'])} | {_f(c['single_reward'])} | "
             f"{_f(c['oracle_reward'])} | {_f(c['vs_single'])} ± {_f(c['vs_single_ci95'])} | "
-            f"{_f(c['gap_closed'])} | {near} / {len(c['by_kind'])} ({modes}) |"
+            f"{_f(c['gap_closed'])} | {near} / {len(c['by_kind'])} ({modes}) | "
+            f"{_search(c.get('search'))} |"
         )
     above = sum(r["eval"]["choice"]["vs_single"] - r["eval"]["choice"]["vs_single_ci95"] > 0
                 for r in done)  # fmt: skip
     lines.append(f"\nSeeds whose interval lies above the best single workflow: {above} of "
                  f"{len(done)}.")  # fmt: skip
     return "\n".join(lines)
+
+
+def _search(found: dict | None) -> str:
+    if not found:
+        return "–"
+    return f"{_f(found['reward'])} ({found['calls']:,} calls)"
 
 
 def choice_markdown(results: dict, command: str) -> str:
@@ -131,4 +147,11 @@ def choice_markdown(results: dict, command: str) -> str:
     return "\n".join(parts)
 
 
-__all__ = ["NEAR", "choice_markdown", "choice_report", "choice_table", "kinds_near_best"]
+__all__ = [
+    "NEAR",
+    "choice_markdown",
+    "choice_report",
+    "choice_table",
+    "kinds_near_best",
+    "pick_reward",
+]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from flowgrpo.operators.llm import CountingLLM
 from flowgrpo.rewards import RecentWorkflows
 from flowgrpo.trainer.config import TrainConfig
 from flowgrpo.trainer.loop import setup
@@ -113,7 +114,8 @@ class Trainer:
         if environment is None:
             environment = build_environment(cfg, with_executor=False)
         llm, limits = setup.executor(cfg, self.model, self.tokenizer, executor)
-        self.environment = environment.with_executor(llm, limits)
+        self.counter = CountingLLM(llm) if llm is not None else None  # executor_calls per step
+        self.environment = environment.with_executor(self.counter, limits)
         setup.started(cfg, self.run_dir, resume, overwrite, main)  # before the cache reads it
         seed = cfg.rollout.seed + 1000 * self.rank  # each rank draws its own problems
         self.sampler = ProblemSampler(self.environment.problems, seed=seed)
@@ -221,6 +223,7 @@ class Trainer:
         line is assembled once, from what each part returned, and the next state derived from
         it (:func:`.state.next_state`)."""
         start, state = time.perf_counter(), self.state
+        calls_before = self.counter.requests if self.counter is not None else 0
         first = steps.first_rollout(self.step_env, self.sampler.draw)
         observed = {"step": self.step, **steps.rollout_metrics_of(first)}
         hooks = self.environment.hooks  # plugins' metrics hooks that are on for this run
@@ -247,6 +250,7 @@ class Trainer:
             "step_time": elapsed,
             "tokens_per_s": collected.generated_tokens / max(elapsed, 1e-9),
             "cache_hit_rate": self.cache.hit_rate if self.cache else None,
+            "executor_calls": (self.counter.requests - calls_before) if self.counter else None,
         }  # fmt: skip
         metrics["alerts"] = [a.to_dict() for a in self.monitor.observe(metrics)]
         metrics = complete_metrics(metrics)

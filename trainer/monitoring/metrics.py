@@ -199,6 +199,11 @@ METRICS_SCHEMA: tuple[tuple[str, str], ...] = (
     ("step_time", "seconds for the whole step"),
     ("tokens_per_s", "completion tokens generated per second of step time"),
     ("cache_hit_rate", "execution cache hit rate so far"),
+    (
+        "executor_calls",
+        "executor LLM calls this step made (first rollout, resampled groups, every execution; "
+        "cache hits excluded): a run's sum is what `flowgrpo search --budget` compares with",
+    ),
     ("operators", "share of valid workflows using each operator (object)"),
     ("structures", "count of valid workflows per structure class (object)"),
     ("alerts", "health alerts fired at this step (list of objects)"),

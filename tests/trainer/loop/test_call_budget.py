@@ -104,3 +104,17 @@ def test_a_workflow_over_the_budget_is_invalid_for_the_reward_not_cut_short():
     sample, calls = _samples(5)
     assert not sample.valid and sample.execution is None and calls == []
     assert [e.code for e in sample.report.errors] == ["too_many_calls"]
+
+
+def test_each_steps_executor_calls_are_the_requests_the_executor_received(tmp_path):
+    """``executor_calls`` (what `flowgrpo search --budget` compares with): summed over the run,
+    exactly the requests the backend answered; resampled groups and repeats included."""
+    backend = ScriptedBackend(lambda request: "5")
+    cfg = load_config(
+        "configs/tiny.yaml",
+        (f"logging.output_dir={tmp_path}", "rollout.constrained=grammar", "optim.max_steps=2",
+         "rollout.executions=2", "rollout.dynamic_sampling=true"),
+    )  # fmt: skip
+    Trainer(cfg, executor=backend).train()
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert sum(line["executor_calls"] for line in lines) == len(backend.calls) > 0
