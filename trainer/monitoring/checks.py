@@ -82,6 +82,25 @@ def _zero_std(line: Mapping) -> bool:
     return value is not None and value >= 1 - 1e-9 and not kept
 
 
+def _no_signal_hint(history: Sequence[Mapping]) -> str:
+    """What to try when no group carries a reward difference, from what the run shows: its
+    outputs all prose (every reward equal), dynamic sampling on but finding nothing (it
+    resampled), or neither; never a setting the metrics show is already on."""
+    last = history[-1]
+    if (_num(last, "fallback_rate") or 0.0) >= 0.99:
+        return ("almost every completion is prose, so every reward is equal: sample under the "
+                "grammar (rollout.constrained: grammar) or start from a format-trained adapter "
+                "(flowgrpo sft, then model.init_adapter)")  # fmt: skip
+    if any((_num(line, "resampled_groups") or 0) > 0 for line in history):
+        return ("dynamic sampling is on and found no informative group: raise "
+                "rollout.max_resample_rounds, the group size K or the sampling temperature; mix "
+                "tasks or difficulties in the prompts")  # fmt: skip
+    return (
+        "turn on dynamic sampling (resample or skip zero-variance groups); mix tasks or "
+        "difficulties in the prompts; raise the group size K or the sampling temperature"
+    )
+
+
 @register_check(
     "deadlock",
     keys=("frac_reward_zero_std",),
@@ -100,8 +119,7 @@ def check_deadlock(history: Sequence[Mapping], config: HealthConfig) -> Alert | 
         "sampling kept no group: every group got equal rewards, so every advantage is 0 and "
         "there is no gradient",
         {"frac_reward_zero_std": 1.0, "steps": n, "since_step": since},
-        "turn on dynamic sampling (resample or skip zero-variance groups); mix tasks or "
-        "difficulties in the prompts; raise the group size K or the sampling temperature",
+        _no_signal_hint(history),
     )
 
 
@@ -162,8 +180,7 @@ def check_zero_grad(history: Sequence[Mapping], config: HealthConfig) -> Alert |
         f"loss = 0 and grad_norm = 0 for {n}+ consecutive steps (since step {since}): the "
         "optimizer is not changing the model",
         {"loss": 0.0, "grad_norm": 0.0, "steps": n, "since_step": since},
-        "see deadlock: turn on dynamic sampling, raise K or the temperature, mix tasks; check "
-        "that the trainable parameters require grad",
+        _no_signal_hint(history) + "; check that the trainable parameters require grad",
     )
 
 

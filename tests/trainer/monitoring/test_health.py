@@ -85,6 +85,30 @@ def test_deadlock_fires_on_the_nth_consecutive_zero_std_step_and_keeps_firing():
     assert alert.values["since_step"] == 5 and "dynamic sampling" in alert.advice
 
 
+ZERO = {s: 1.0 for s in range(1, 6)}
+NO_GRAD = {"loss": dict.fromkeys(range(1, 6), 0.0), "grad_norm": dict.fromkeys(range(1, 6), 0.0)}
+
+
+@pytest.mark.parametrize("name", ["deadlock", "zero_grad"])
+@pytest.mark.parametrize(
+    ("shown", "advised", "never"),
+    [  # (what the metrics show, what the advice says, what it must not suggest)
+        ({"resampled_groups": dict.fromkeys(range(1, 6), 2)}, "max_resample_rounds",
+         "turn on dynamic sampling"),
+        ({"fallback_rate": dict.fromkeys(range(1, 6), 1.0)}, "rollout.constrained: grammar",
+         "turn on dynamic sampling"),
+        ({}, "turn on dynamic sampling", "max_resample_rounds"),
+    ],
+    ids=["dynamic sampling on", "all prose", "neither"],
+)  # fmt: skip
+def test_a_no_signal_hint_never_suggests_what_the_run_already_does(name, shown, advised, never):
+    """Issue 43: the tiny run was told to turn on dynamic sampling, which was on."""
+    lines = history(5, frac_reward_zero_std=ZERO, kept_groups=dict.fromkeys(range(1, 6), 0),
+                    **NO_GRAD, **shown)  # fmt: skip
+    alert = get_check(name)(lines, HealthConfig())
+    assert advised in alert.advice and never not in alert.advice
+
+
 def test_a_tied_first_rollout_whose_resampled_groups_trained_is_no_deadlock():
     # dynamic sampling found informative groups at steps 6 and 9: those steps had a gradient
     tied = {s: 1.0 for s in range(4, 11)}
