@@ -4,9 +4,11 @@ and nothing a later run can read (issue 44). Programs use ``ctypes`` (past the a
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -15,29 +17,18 @@ from flowgrpo.operators.sandbox import run_python, run_python_batch
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the sandbox user's IPC")
 
-NESTED = """
-import ctypes
-libc = ctypes.CDLL(None, use_errno=True)
-for i in range(3000):
-    libc.mkdir(b"d", 0o700)
-    libc.chdir(b"d")
-fd = libc.open(b"big", 0o101, 0o600)
-buf = ctypes.create_string_buffer(b"x" * 1_000_000)
-for _ in range(4):
-    libc.write(fd, buf, 1_000_000)
-libc.close(fd)
-libc.chmod(b".", 0)
-print("answer 42")
-"""
-SYSV = """
-import ctypes
-libc = ctypes.CDLL(None, use_errno=True)
-libc.shmat.restype = ctypes.c_void_p
-shm = libc.shmget(0x5eed, 1 << 20, 0o1666)
-ptr = libc.shmat(shm, None, 0)
-ctypes.memmove(ptr, b"secret of an earlier run", 24)
-print(shm >= 0, libc.msgget(0x5eee, 0o1666) >= 0, libc.semget(0x5eef, 1, 0o1666) >= 0)
-"""
+
+def _script_programs():
+    """The two hostile programs, from the script that measures them at scale
+    (scripts/sandbox_leftovers.py): one copy of each."""
+    path = Path(__file__).parents[2] / "scripts" / "sandbox_leftovers.py"
+    spec = importlib.util.spec_from_file_location("sandbox_leftovers_programs", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.NESTED, module.SYSV
+
+
+NESTED, SYSV = _script_programs()
 READ_SHM = """
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
