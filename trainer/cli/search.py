@@ -51,7 +51,7 @@ def search_cmd(config_path, overrides, budget, candidates_file, top, seed, out, 
 
     \b
     Example:
-      flowgrpo search --config configs/known-optimum.yaml --budget 150000 --out search.json
+      flowgrpo search --config configs/known-optimum.yaml --budget 1000000 --out search.json
     """
     # heavy: torch (the run environment); `flowgrpo validate` starts without it
     from flowgrpo.trainer.cli.train import check_environment, resolve_config
