@@ -164,3 +164,12 @@ def test_the_search_runs_against_an_openai_compatible_server(tmp_path):
     line = next(x for x in result.output.splitlines() if x.startswith("2 candidates"))
     calls = int(line.split(", ")[2].split()[0].replace(",", ""))
     assert calls == chat > 0  # one executor call, one chat request
+
+
+def test_the_search_runs_on_the_shared_executor_of_a_tiny_run(tmp_path):
+    """configs/tiny.yaml's executor (shared: the run's base model, here tiny-random) is built
+    as the Trainer builds it; two candidates, a small budget."""
+    cfg = load_config("configs/tiny.yaml", ("executor.kind=shared",))
+    result = search(cfg, 40, candidates=["Custom", "AnswerGenerate"])
+    assert {a.workflow for a in result.arms} == {"Custom", "AnswerGenerate"}
+    assert result.calls > 0 and all(a.pulls >= 1 for a in result.arms)
