@@ -43,9 +43,7 @@ def choice_report(sim, problems: Sequence, workflows: Sequence[str | None], k: i
     kinds = [params.kind_of(p) for p in problems for _ in range(k)]
 
     def reward(workflow, kind) -> float:
-        if workflow is None:
-            return 0.0
-        return expected_reward(analyze(workflow, params, kind, limits), **weights)
+        return _exact(sim, workflow, kind)
 
     own = [reward(w, kind) for w, kind in zip(workflows, kinds)]
     single = [best.single_by_kind[kind] for kind in kinds]
@@ -70,10 +68,15 @@ def choice_report(sim, problems: Sequence, workflows: Sequence[str | None], k: i
 def pick_reward(sim, problems: Sequence, workflow: str) -> float:
     """The exact expected reward of one workflow used for every problem of ``problems`` (the
     pick of ``flowgrpo search``), as :func:`choice_report` scores the policy's samples."""
-    params, limits, weights = sim.params, sim.limits, sim.weights
-    rewards = [expected_reward(analyze(workflow, params, params.kind_of(p), limits), **weights)
-               for p in problems]  # fmt: skip
-    return statistics.mean(rewards)
+    return statistics.mean(_exact(sim, workflow, sim.params.kind_of(p)) for p in problems)
+
+
+def _exact(sim, workflow: str | None, kind: str) -> float:
+    """The exact expected reward of ``workflow`` on problems of ``kind`` (0 for None: a
+    fallback or an invalid workflow, as the rewards give it)."""
+    if workflow is None:
+        return 0.0
+    return expected_reward(analyze(workflow, sim.params, kind, sim.limits), **sim.weights)
 
 
 def _by_kind(workflows, kinds, best, reward) -> dict:
