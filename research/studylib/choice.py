@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from functools import partial
 
 from flowgrpo.operators.simulation import analyze, expected_reward
 from flowgrpo.operators.simulation.oracle import kind_mix, oracle
@@ -42,9 +43,7 @@ def choice_report(sim, problems: Sequence, workflows: Sequence[str | None], k: i
     best = oracle(params, kind_mix(params, problems), None, limits, **weights)
     kinds = [params.kind_of(p) for p in problems for _ in range(k)]
 
-    def reward(workflow, kind) -> float:
-        return _exact(sim, workflow, kind)
-
+    reward = partial(_exact, sim)  # (workflow, kind) -> exact expected reward
     own = [reward(w, kind) for w, kind in zip(workflows, kinds)]
     single = [best.single_by_kind[kind] for kind in kinds]
     top = [best.per_kind[kind].reward for kind in kinds]
