@@ -4,6 +4,10 @@ Targets (issue 2): >= 15,000 validations/s uncached and >= 200,000/s on a stream
 workflows repeat, on a 2-core CPU. Usage::
 
     python scripts/bench_dsl.py [--distinct 20000] [--stream 400000] [--repeats 3]
+
+Beside them, validation against a bare Lark parse of the same texts (the grammar file, LALR,
+contextual lexer, no transformer, no checks: the floor any Lark-based validator stands on),
+interleaved round by round in one process; the median ratio is reported (target >= 0.8x).
 """
 
 from __future__ import annotations
@@ -16,6 +20,28 @@ import time
 from flowgrpo.dsl import canonical, validate
 from flowgrpo.dsl.generate import random_workflow
 from flowgrpo.dsl.validate import clear_caches
+
+
+def bare_lark():
+    """The workflow grammar as a plain Lark LALR parser: no transformer, no AST, no checks."""
+    from importlib.resources import files
+
+    from lark import Lark
+
+    grammar = files("flowgrpo.dsl").joinpath("workflow.lark").read_text(encoding="utf-8")
+    return Lark(grammar, parser="lalr", lexer="contextual")
+
+
+def versus_lark(texts: list[str], rounds: int) -> list[float]:
+    """Per round: (validations/s uncached) / (bare Lark parses/s), the two interleaved."""
+    parser, ratios = bare_lark(), []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for text in texts:
+            parser.parse(text)
+        lark_rate = len(texts) / (time.perf_counter() - start)
+        ratios.append(bench_uncached(texts) / lark_rate)
+    return ratios
 
 
 def _distinct_texts(n: int, seed: int) -> list[str]:
@@ -49,6 +75,7 @@ def main() -> None:
     parser.add_argument("--distinct", type=int, default=20_000)
     parser.add_argument("--stream", type=int, default=400_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--lark-rounds", type=int, default=7)
     args = parser.parse_args()
     texts = _distinct_texts(args.distinct, seed=0)
     mean_len = sum(map(len, texts)) / len(texts)
@@ -60,6 +87,12 @@ def main() -> None:
     print(
         f"20-workflow stream validate/s: best {max(stream):,.0f}  runs "
         f"{[f'{x:,.0f}' for x in stream]}"
+    )
+    ratios = sorted(versus_lark(texts, args.lark_rounds))
+    median = ratios[len(ratios) // 2]
+    print(
+        f"validate / bare Lark parse, interleaved: median {median:.2f}x  rounds "
+        f"{[f'{x:.2f}' for x in ratios]} ({'met' if median >= 0.8 else 'NOT met'}: >= 0.8x)"
     )
     print(
         f"targets: uncached >= 15,000/s: {'met' if max(uncached) >= 15_000 else 'NOT met'}; "

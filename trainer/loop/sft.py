@@ -7,7 +7,8 @@ Pairs come from the run's operator table (``sft.data: grammar``: one stratified 
 training problem, :func:`flowgrpo.dsl.generate.stratified_workflow`) or from the user's JSONL of
 ``{"question", "workflow"[, "domain"]}`` objects. The loss is the mean cross-entropy over the
 completion tokens (workflow + end token), prompt tokens masked, as TRL's SFTTrainer with
-``completion_only_loss``.
+``completion_only_loss`` (:mod:`..algorithms.completion_loss`: the batch's shared prompt prefix
+runs once and only completion positions reach the vocabulary).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import dataclasses
 import json
 import logging
 import random
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from flowgrpo.dsl.generate import stratified_workflow
 from flowgrpo.dsl.operators import default_table
 from flowgrpo.operators.tasks import Problem, load_task
 from flowgrpo.rewards import prepare_samples
+from flowgrpo.trainer.algorithms.completion_loss import completion_loss
 from flowgrpo.trainer.config import save_config
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop.checkpoint import follow_umask
@@ -39,6 +42,7 @@ from flowgrpo.trainer.loop.rollout import generate_rollout
 logger = logging.getLogger(__name__)
 
 Pair = tuple[list[int], list[int]]  # (prompt ids, completion ids ending in the end token)
+CHECK_BATCH = 16  # held-out problems per generate call, as the eval batches them
 
 
 @dataclass
@@ -99,30 +103,12 @@ def build_pairs(tokenizer, prompt, problems, workflows, max_new_tokens: int) -> 
     return pairs
 
 
-def sft_loss(model, batch: list[Pair], pad_id: int) -> torch.Tensor:
-    """Mean cross-entropy over the completion tokens of ``batch`` (prompt tokens masked)."""
-    width = max(len(p) + len(c) for p, c in batch)
-    ids_BT = torch.full((len(batch), width), pad_id, dtype=torch.long)
-    labels_BT = torch.full((len(batch), width), -100, dtype=torch.long)
-    mask_BT = torch.zeros((len(batch), width), dtype=torch.long)
-    for i, (prompt, completion) in enumerate(batch):
-        row = prompt + completion
-        ids_BT[i, : len(row)] = torch.tensor(row)
-        labels_BT[i, len(prompt) : len(row)] = torch.tensor(completion)
-        mask_BT[i, : len(row)] = 1
-    device = next(model.parameters()).device
-    out = model(
-        input_ids=ids_BT.to(device), attention_mask=mask_BT.to(device), labels=labels_BT.to(device)
-    )
-    return out.loss
-
-
 def measure_validity(model, tokenizer, cfg, prompt: PolicyPrompt, problems) -> dict:
     """Validity and fallback rates of ``sft.eval_k`` samples per held-out problem at the
     rollout temperature, validated exactly as the reward does."""
     r, k, samples = cfg.rollout, cfg.sft.eval_k, []
-    for i in range(0, len(problems), 4):
-        chunk = problems[i : i + 4]
+    for i in range(0, len(problems), CHECK_BATCH):
+        chunk = problems[i : i + CHECK_BATCH]
         rollout = generate_rollout(
             model, tokenizer, chunk, k, r.temperature, 1.0, r.max_new_tokens, prompt=prompt
         )
@@ -147,7 +133,8 @@ def train_sft(
     s = cfg.sft
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=s.lr)
     rng, order = random.Random(s.seed), []
-    measured = measure_validity(model, tokenizer, cfg, prompt, held_out)
+    shared = not cfg.model.gradient_checkpointing  # checkpointing turns the KV cache off
+    measured = _timed_check(model, tokenizer, cfg, prompt, held_out)
     history, step = [{"step": 0, **measured}], 0
     (on_step or (lambda line: None))(history[0])
     while step < s.max_steps and not _reached(measured, s.target_validity):
@@ -155,19 +142,26 @@ def train_sft(
         if len(order) < s.batch_size:
             order += rng.sample(range(len(pairs)), len(pairs))
         model.train()
-        loss = sft_loss(model, [pairs[order.pop()] for _ in range(s.batch_size)],
-                        tokenizer.pad_token_id)  # fmt: skip
+        started = time.perf_counter()
+        batch = [pairs[order.pop()] for _ in range(s.batch_size)]
+        loss = completion_loss(model, batch, tokenizer.pad_token_id, share_prefix=shared)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        line = {"step": step, "loss": loss.item()}
+        line = {"step": step, "loss": loss.item(), "seconds": time.perf_counter() - started}
         if (step >= s.eval_from and step % s.eval_every == 0) or step == s.max_steps:
-            measured = measure_validity(model, tokenizer, cfg, prompt, held_out)
+            measured = _timed_check(model, tokenizer, cfg, prompt, held_out)
             line.update(measured)
             history.append(line)
         if on_step is not None:
             on_step(line)
     return SFTResult(step, len(pairs), measured, history)
+
+
+def _timed_check(model, tokenizer, cfg, prompt, held_out) -> dict:
+    started = time.perf_counter()
+    measured = measure_validity(model, tokenizer, cfg, prompt, held_out)
+    return {**measured, "check_seconds": time.perf_counter() - started}
 
 
 def _reached(measured: dict, target: float | None) -> bool:

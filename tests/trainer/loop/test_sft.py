@@ -20,7 +20,8 @@ from flowgrpo.trainer.cli.app import main
 from flowgrpo.trainer.config import load_config
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
-from flowgrpo.trainer.loop.sft import jsonl_pairs, sft_loss
+from flowgrpo.trainer.algorithms.completion_loss import completion_loss
+from flowgrpo.trainer.loop.sft import jsonl_pairs
 
 SMOKE = (
     "rollout.max_new_tokens=120",
@@ -70,7 +71,7 @@ def test_code_and_user_operators_are_drawn_for_their_domain():
 def test_the_loss_is_cross_entropy_on_the_completion_tokens_only():
     model, _ = build_tiny_model(seed=0)
     batch = [([5, 6, 7, 8], [9, 10, 2]), ([5, 6], [11, 2])]
-    loss = sft_loss(model, batch, pad_id=0)
+    loss = completion_loss(model, batch, pad_id=0)
     logp, n = 0.0, 0
     with torch.no_grad():
         for prompt, completion in batch:

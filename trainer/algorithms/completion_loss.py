@@ -1,0 +1,86 @@
+"""Format SFT's loss: the mean cross-entropy of completions given their prompts, prompt tokens
+masked (TRL's SFTTrainer with ``completion_only_loss``), computed with as little work as the
+loss needs.
+
+* The prompt tokens every pair of a batch starts with (the instruction and few-shot turns: 168
+  of about 220 tokens of the built-in prompt) run once, with gradients, and every row attends to
+  their keys and values (:func:`.logprobs.prompt_prefix`, repeated per row as the RL update
+  repeats a group's prompt). The gradient through the shared tokens is the sum over the rows,
+  as in the full computation.
+* Rows are aligned on the end of their prompt (left padding of each row's own prompt tokens,
+  masked, with the positions the full sequence would give them), so every completion starts in
+  the same column and the vocabulary projection runs only at the positions that predict a
+  completion token (``logits_to_keep``). HF's ``labels=`` path projects every position: for a
+  batch of 8 SmolLM2 pairs, 2,000+ rows of 49,152 logits and their softmax, most of the step's
+  memory.
+
+Equal to ``model(input_ids, labels=...).loss`` of the padded full sequences, value and
+gradient (tests/trainer/algorithms/test_completion_loss.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from transformers import DynamicCache
+
+from flowgrpo.trainer.algorithms.logprobs import cache_keyword, prompt_prefix
+
+Pair = tuple[list[int], list[int]]  # (prompt ids, completion ids)
+
+
+def completion_loss(
+    model, batch: Sequence[Pair], pad_id: int, share_prefix: bool = True
+) -> torch.Tensor:
+    """Mean cross-entropy over the completion tokens of ``batch`` (grad mode is the caller's).
+
+    ``share_prefix=False`` runs each row's whole prompt: what a model training with gradient
+    checkpointing needs (it turns the KV cache off); the value is the same.
+    """
+    device = next(model.parameters()).device
+    prompts = [torch.tensor(p, dtype=torch.long) for p, _ in batch]
+    prefix = prompt_prefix(model, prompts) if share_prefix else None
+    start = 0 if prefix is None else prefix.length
+    own = max(len(p) for p, _ in batch) - start  # the longest prompt part after the prefix
+    width = max(len(c) for _, c in batch)
+    ids_BW, mask_BW, labels_BC = _aligned(batch, start, own, width, pad_id)
+    kv = {}
+    if prefix is not None:
+        cache = DynamicCache(ddp_cache_data=list(prefix.kv))  # the graph's own tensors
+        cache.batch_repeat_interleave(len(batch))
+        kv = {cache_keyword(model): cache}
+    mask = torch.cat([torch.ones(len(batch), start, dtype=torch.long), mask_BW], dim=1)
+    positions_BW = (start + mask_BW.cumsum(1) - 1).clamp_min(0)  # pads: any position, masked
+    out = model(
+        input_ids=ids_BW.to(device),
+        attention_mask=mask.to(device),
+        position_ids=positions_BW.to(device),
+        use_cache=prefix is not None,
+        logits_to_keep=width + 1,  # column own-1 predicts the first completion token
+        **kv,
+    )
+    logits_BCV = out.logits[:, :-1, :]  # the last column predicts nothing
+    return F.cross_entropy(
+        logits_BCV.float().reshape(-1, logits_BCV.shape[-1]),
+        labels_BC.to(device).reshape(-1),
+        ignore_index=-100,
+    )
+
+
+def _aligned(batch: Sequence[Pair], start: int, own: int, width: int, pad_id: int):
+    """Token ids [B, own + width] (each row: pads, its prompt after the shared ``start`` tokens,
+    its completion, pads), their attention mask, and the completion labels [B, width] (-100 on
+    padding)."""
+    n = len(batch)
+    ids_BW = torch.full((n, own + width), pad_id, dtype=torch.long)
+    mask_BW = torch.zeros((n, own + width), dtype=torch.long)
+    labels_BC = torch.full((n, width), -100, dtype=torch.long)
+    for i, (prompt, completion) in enumerate(batch):
+        rest = prompt[start:]
+        ids_BW[i, own - len(rest) : own] = torch.tensor(rest, dtype=torch.long)
+        ids_BW[i, own : own + len(completion)] = torch.tensor(completion, dtype=torch.long)
+        mask_BW[i, own - len(rest) : own + len(completion)] = 1
+        labels_BC[i, : len(completion)] = torch.tensor(completion, dtype=torch.long)
+    return ids_BW, mask_BW, labels_BC
