@@ -96,12 +96,18 @@ class EndGame:
             )
         return self._closings[key]
 
-    def _fits(self, closing: Closing | None, left: int) -> bool:
-        """A finish of ``closing`` (its tokens and the end token) fits in ``left`` positions."""
+    def _need(self, closing: Closing, text: str) -> int:
+        """Positions a finish of ``text`` takes: its tokens, the end token, and one more when
+        ``text`` ends inside a multi-byte character (a byte-level token left it incomplete, and
+        the grammar takes the closing quote only once the character is whole)."""
+        return self._ntok(closing.text) + 1 + text.endswith(PARTIAL)
+
+    def _fits(self, closing: Closing | None, left: int, text: str) -> bool:
+        """A finish of ``closing`` fits in ``left`` positions after ``text``."""
         return (
             closing is not None
             and closing.calls <= self.limits.max_calls
-            and self._ntok(closing.text) + 1 <= left
+            and self._need(closing, text) <= left
         )
 
     def _fits_after(self, row: int, ids: list[int], token: int, left: int, matcher) -> bool:
@@ -111,7 +117,7 @@ class EndGame:
         loop count after an ensemble, and a finish it refuses there would cost a call over)."""
         text = self._text([*ids, token])
         closing = self._closing(row, text)
-        if not self._fits(closing, left):
+        if not self._fits(closing, left, text):
             return False
         if closing.calls < self.limits.max_calls:  # below the budget a finish the grammar
             return True  # refuses costs at most one more call (checked again next token)
@@ -133,7 +139,7 @@ class EndGame:
         if closing is None:
             self.unclosable.add(row)
             return
-        need = self._ntok(closing.text) + 1
+        need = self._need(closing, text)
         # a loop count multiplies: the one token that can add many calls at once
         near_calls = closing.calls >= self.limits.max_calls - self.near_calls or "*" in text[-2:]
         if left > need + self.near_tokens and not near_calls:
@@ -152,8 +158,9 @@ class EndGame:
                     only(bits_W, keep)
                 return
         elif need <= left - 1:  # a large set: one more token still leaves room for the finish,
-            # unless it ends an instruction (a quote) and opens more than it closes, or, near the
-            # call budget outside an instruction, adds structure (an arrow, a branch, a loop count)
+            # unless it ends an instruction (a quote) and opens more than it closes, leaves a
+            # character incomplete, or, near the call budget outside an instruction, adds
+            # structure (an arrow, a branch, a loop count)
             outside = near_calls and not closing.text.startswith('"')
             risky = [t for t in allowed if _risky(self._piece(t), outside)]
             drop = [t for t in risky if not self._fits_after(row, ids, t, left - 1, matcher)]
@@ -181,10 +188,15 @@ class EndGame:
 _STRUCTURE = frozenset("->,*[(?:0123456789")
 
 
+#: What a byte-level token that ends inside a multi-byte UTF-8 character decodes to.
+PARTIAL = "\ufffd"
+
+
 def _risky(piece: str, near_calls: bool) -> bool:
     """Whether a token of a large allowed set is checked: a quote always (it ends an
-    instruction), a structural character when near the call budget outside an instruction."""
-    return '"' in piece or (near_calls and not _STRUCTURE.isdisjoint(piece))
+    instruction), a part of a character (it needs another token before the quote can follow),
+    a structural character when near the call budget outside an instruction."""
+    return '"' in piece or PARTIAL in piece or (near_calls and not _STRUCTURE.isdisjoint(piece))
 
 
 def unpack_row(bits_W: torch.Tensor) -> list[int]:
