@@ -39,33 +39,71 @@ def completion_loss(
     ``share_prefix=False`` runs each row's whole prompt: what a model training with gradient
     checkpointing needs (it turns the KV cache off); the value is the same.
     """
-    device = next(model.parameters()).device
-    prompts = [torch.tensor(p, dtype=torch.long) for p, _ in batch]
-    prefix = prompt_prefix(model, prompts) if share_prefix else None
+    prefix = _prefix(model, batch) if share_prefix else None
+    kv = None if prefix is None else prefix.kv  # the graph's own tensors: one backward
     start = 0 if prefix is None else prefix.length
+    return _summed(model, batch, pad_id, start, kv) / _tokens(batch)
+
+
+def completion_backward(
+    model, batch: Sequence[Pair], pad_id: int, micro_batch: int | None = None,
+    share_prefix: bool = True,
+) -> float:  # fmt: skip
+    """Backpropagate :func:`completion_loss` of ``batch`` in micro-batches of ``micro_batch``
+    pairs (None: all at once) and return its value. The gradient is the whole batch's: each
+    micro-batch adds its summed cross-entropy over the batch's completion-token count, and the
+    shared prefix runs once, collects every micro-batch's gradient on its keys and values and
+    sends it through the prefix forward once at the end (:meth:`.PromptPrefix.backward`).
+    Smaller micro-batches hold fewer activations at a time (peak memory)."""
+    prefix = _prefix(model, batch) if share_prefix else None
+    start, total, value = 0 if prefix is None else prefix.length, _tokens(batch), 0.0
+    size = micro_batch or len(batch)
+    for i in range(0, len(batch), size):
+        kv = None if prefix is None else prefix.leaves
+        loss = _summed(model, batch[i : i + size], pad_id, start, kv) / total
+        loss.backward()
+        value += float(loss.detach())
+    if prefix is not None:
+        prefix.backward()
+    return value
+
+
+def _prefix(model, batch: Sequence[Pair]):
+    return prompt_prefix(model, [torch.tensor(p, dtype=torch.long) for p, _ in batch])
+
+
+def _tokens(batch: Sequence[Pair]) -> int:
+    return sum(len(c) for _, c in batch)
+
+
+def _summed(model, batch: Sequence[Pair], pad_id: int, start: int, kv) -> torch.Tensor:
+    """Summed cross-entropy of ``batch``'s completions, each row attending to the shared
+    ``start`` tokens' keys and values ``kv`` (per layer; None: no shared prefix)."""
+    device = next(model.parameters()).device
     own = max(len(p) for p, _ in batch) - start  # the longest prompt part after the prefix
     width = max(len(c) for _, c in batch)
     ids_BW, mask_BW, labels_BC = _aligned(batch, start, own, width, pad_id)
-    kv = {}
-    if prefix is not None:
-        cache = DynamicCache(ddp_cache_data=list(prefix.kv))  # the graph's own tensors
-        cache.batch_repeat_interleave(len(batch))
-        kv = {cache_keyword(model): cache}
+    cache = {}
+    if kv is not None:
+        prefix_cache = DynamicCache(ddp_cache_data=list(kv))
+        prefix_cache.batch_repeat_interleave(len(batch))
+        cache = {cache_keyword(model): prefix_cache}
     mask = torch.cat([torch.ones(len(batch), start, dtype=torch.long), mask_BW], dim=1)
     positions_BW = (start + mask_BW.cumsum(1) - 1).clamp_min(0)  # pads: any position, masked
     out = model(
         input_ids=ids_BW.to(device),
         attention_mask=mask.to(device),
         position_ids=positions_BW.to(device),
-        use_cache=prefix is not None,
+        use_cache=kv is not None,
         logits_to_keep=width + 1,  # column own-1 predicts the first completion token
-        **kv,
+        **cache,
     )
     logits_BCV = out.logits[:, :-1, :]  # the last column predicts nothing
     return F.cross_entropy(
         logits_BCV.float().reshape(-1, logits_BCV.shape[-1]),
         labels_BC.to(device).reshape(-1),
         ignore_index=-100,
+        reduction="sum",
     )
 
 

@@ -26,6 +26,10 @@ class SFTConfig:
         examples: training problems drawn for ``grammar`` (pairs longer than
             ``rollout.max_new_tokens`` are dropped).
         batch_size: pairs per optimizer step. lr: AdamW learning rate. max_steps: at most.
+        micro_batch_size: pairs per forward and backward pass (null: the whole batch), as
+            TRL's per-device batch under gradient accumulation; the update is the same (the
+            batch's gradient is accumulated exactly), a smaller one holds fewer activations at
+            a time: less peak memory for a little speed.
         eval_every / eval_from: held-out validity is measured every ``eval_every`` steps from
             step ``eval_from`` (and at the last step); each check samples ``eval_problems``
             validation problems x ``eval_k`` at the rollout temperature.
@@ -37,6 +41,7 @@ class SFTConfig:
     data: str = "grammar"
     examples: int = 400
     batch_size: int = 8
+    micro_batch_size: int | None = None
     lr: float = 5e-4
     max_steps: int = 40
     eval_every: int = 2
@@ -55,6 +60,11 @@ class SFTConfig:
         for name in ("examples", "batch_size", "max_steps", "eval_every", "eval_problems",
                      "eval_k"):  # fmt: skip
             check(getattr(self, name) >= 1, f"sft.{name}", "must be >= 1")
+        check(
+            self.micro_batch_size is None or self.micro_batch_size >= 1,
+            "sft.micro_batch_size",
+            "must be >= 1, or null for the whole batch",
+        )
         check(self.eval_from >= 0, "sft.eval_from", "must be >= 0")
         check(self.lr > 0 and math.isfinite(self.lr), "sft.lr", "must be a positive number")
         check(

@@ -31,7 +31,7 @@ from flowgrpo.dsl.generate import stratified_workflow
 from flowgrpo.dsl.operators import default_table
 from flowgrpo.operators.tasks import Problem, load_task
 from flowgrpo.rewards import prepare_samples
-from flowgrpo.trainer.algorithms.completion_loss import completion_loss
+from flowgrpo.trainer.algorithms.completion_loss import completion_backward
 from flowgrpo.trainer.config import save_config
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop.checkpoint import follow_umask
@@ -144,11 +144,11 @@ def train_sft(
         model.train()
         started = time.perf_counter()
         batch = [pairs[order.pop()] for _ in range(s.batch_size)]
-        loss = completion_loss(model, batch, tokenizer.pad_token_id, share_prefix=shared)
         optimizer.zero_grad()
-        loss.backward()
+        loss = completion_backward(model, batch, tokenizer.pad_token_id, s.micro_batch_size,
+                                   share_prefix=shared)  # fmt: skip
         optimizer.step()
-        line = {"step": step, "loss": loss.item(), "seconds": time.perf_counter() - started}
+        line = {"step": step, "loss": loss, "seconds": time.perf_counter() - started}
         if (step >= s.eval_from and step % s.eval_every == 0) or step == s.max_steps:
             measured = _timed_check(model, tokenizer, cfg, prompt, held_out)
             line.update(measured)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from flowgrpo.operators.models import build_tiny_model
-from flowgrpo.trainer.algorithms.completion_loss import completion_loss
+from flowgrpo.trainer.algorithms.completion_loss import completion_backward, completion_loss
 from flowgrpo.trainer.loop.policy import wrap_lora
 
 SHARED = [5, 6, 7, 8, 9, 10]  # a common instruction every prompt starts with
@@ -100,3 +100,19 @@ def test_only_the_completion_positions_reach_the_vocabulary(policy):
     finally:
         hook.remove()
     assert seen[-1] == (2, 5), seen  # 2 rows x (4 completion tokens + 1)
+
+
+@pytest.mark.parametrize("share_prefix", [True, False])
+@pytest.mark.parametrize("micro_batch", [1, 2, 3, None])
+def test_micro_batches_give_the_whole_batchs_loss_and_gradient(policy, micro_batch, share_prefix):
+    batch = [
+        ([*SHARED, 20, 21, 22], [30, 31, 32, 2]),
+        ([*SHARED, 23], [33, 2]),
+        ([*SHARED, 24, 25, 26, 27, 28], [34, 35, 36, 37, 38, 2]),
+    ]
+    policy.zero_grad()
+    value = completion_backward(policy, batch, 0, micro_batch, share_prefix)
+    ours = torch.cat([p.grad.flatten() for p in policy.parameters() if p.requires_grad])
+    ref, g_ref = _value_and_grad(policy, _reference, batch)
+    assert value == pytest.approx(ref, rel=1e-5)
+    assert (ours - g_ref).norm() / g_ref.norm() < 1e-4
