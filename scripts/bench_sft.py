@@ -12,6 +12,7 @@ not counted. flowgrpo's side is ``run_sft`` itself with its held-out checks shru
 
     python scripts/bench_sft.py --steps 12 --repeats 2      # needs: pip install trl
     python scripts/bench_sft.py --impl ours --steps 12       # one side only
+    python scripts/bench_sft.py --impl ours --set sft.micro_batch_size=4   # any config override
 
 TRL is an optional benchmark dependency only (not a flowgrpo requirement).
 """
@@ -38,10 +39,11 @@ def _peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2  # kB on Linux
 
 
-def _config(steps: int):
+def _config(steps: int, overrides: tuple[str, ...] = ()):
     return load_config(
         CONFIG,
         (
+            *overrides,
             f"sft.max_steps={steps}",
             "sft.target_validity=null",
             f"sft.eval_every={steps}",
@@ -53,12 +55,17 @@ def _config(steps: int):
     )
 
 
-def run_ours(steps: int, out: Path) -> dict:
+def run_ours(steps: int, out: Path, overrides: tuple[str, ...] = ()) -> dict:
     from flowgrpo.trainer.loop.sft import run_sft
 
     times: list[float] = []
     started = time.perf_counter()
-    run_sft(_config(steps), out, lambda line: times.append(line["seconds"]) if line["step"] else 0)
+
+    def on_step(line: dict) -> None:
+        if line["step"]:
+            times.append(line["seconds"])
+
+    run_sft(_config(steps, overrides), out, on_step)
     return {"step_times": times, "total_seconds": time.perf_counter() - started}
 
 
@@ -75,7 +82,7 @@ def _pairs(cfg, tokenizer) -> list[dict]:
     ]
 
 
-def run_trl(steps: int, out: Path) -> dict:
+def run_trl(steps: int, out: Path, overrides: tuple[str, ...] = ()) -> dict:
     # optional: trl and datasets, only for the side-by-side run
     from datasets import Dataset
     from peft import LoraConfig
@@ -84,7 +91,7 @@ def run_trl(steps: int, out: Path) -> dict:
 
     from flowgrpo.operators.models import load_model
 
-    cfg = _config(steps)
+    cfg = _config(steps, overrides)
     started = time.perf_counter()
     model, tok = load_model(cfg.model.name_or_path, dtype="float32", device="cpu")
     times: list[float] = []
@@ -117,17 +124,18 @@ def run_trl(steps: int, out: Path) -> dict:
     return {"step_times": times, "total_seconds": time.perf_counter() - started}
 
 
-def _child(impl: str, steps: int) -> None:
+def _child(impl: str, steps: int, overrides: tuple[str, ...]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run = run_ours if impl == "ours" else run_trl
-        result = run(steps, Path(tmp) / "out")
+        result = run(steps, Path(tmp) / "out", overrides)
     result["peak_rss_gb"] = _peak_rss_gb()
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def _spawn(impl: str, steps: int) -> dict:
+def _spawn(impl: str, steps: int, overrides: list[str]) -> dict:
+    sets = [arg for o in overrides for arg in ("--set", o)]
     done = subprocess.run(
-        [sys.executable, __file__, "--child", impl, "--steps", str(steps)],
+        [sys.executable, __file__, "--child", impl, "--steps", str(steps), *sets],
         capture_output=True,
         text=True,
     )
@@ -143,18 +151,19 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--impl", choices=["ours", "trl", "all"], default="all")
     parser.add_argument("--child", choices=["ours", "trl"])
+    parser.add_argument("--set", action="append", default=[], help="a config override")
     args = parser.parse_args()
     if args.child:
-        _child(args.child, args.steps)
+        _child(args.child, args.steps, tuple(args.set))
         return
     impls = ["ours", "trl"] if args.impl == "all" else [args.impl]
     results: dict[str, list[dict]] = {i: [] for i in impls}
     for _ in range(args.repeats):
         for impl in impls:
-            results[impl].append(_spawn(impl, args.steps))
+            results[impl].append(_spawn(impl, args.steps, args.set))
     print(
-        f"machine: {platform.machine()}, {platform.python_version()}; {CONFIG}'s SFT setting; "
-        f"steps/run {args.steps} (first is warm-up), runs {args.repeats}"
+        f"machine: {platform.machine()}, {platform.python_version()}; {CONFIG}'s SFT setting "
+        f"{args.set or ''}; steps/run {args.steps} (first is warm-up), runs {args.repeats}"
     )
     summary = {}
     for impl, runs in results.items():

@@ -1,0 +1,25 @@
+"""Session set-up shared by every test.
+
+Under pytest-xdist (the README's ``-n 2``) each worker gets its share of the cores for torch's
+intra-op threads: left to itself every worker starts one thread per core, the workers' threads
+outnumber the cores and spin against each other (on the 2-core CI machine the 100 constrained
+SmolLM2 samples took 31 s alone and 227 s beside another worker). Set through
+``OMP_NUM_THREADS``, so the subprocesses tests start (studies, the CLI) inherit it; an explicit
+``OMP_NUM_THREADS`` is left alone.
+"""
+
+import os
+import sys
+
+
+def _share_the_cores() -> None:
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers <= 1 or "OMP_NUM_THREADS" in os.environ:
+        return
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    if "torch" in sys.modules:  # imported before this file (a plugin): set it directly too
+        sys.modules["torch"].set_num_threads(threads)
+
+
+_share_the_cores()
