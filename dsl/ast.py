@@ -104,6 +104,11 @@ class Visitor(Generic[R]):
     """
 
     def visit(self, node: Node | Workflow | None, *args: Any) -> R:
+        # the exact node types by one dict lookup (validation visits every node several times;
+        # a chain of class patterns was a large share of it), subclasses and the rest by match
+        method = _METHODS.get(type(node))
+        if method is not None:
+            return getattr(self, method)(node, *args)
         match node:
             case Op():
                 return self.visit_op(node, *args)
@@ -143,6 +148,16 @@ class Visitor(Generic[R]):
         raise self._missing("visit_done")
 
 
+#: The method :meth:`Visitor.visit` calls for each node type.
+_METHODS = {
+    Op: "visit_op",
+    Seq: "visit_seq",
+    Parallel: "visit_parallel",
+    Cond: "visit_cond",
+    Loop: "visit_loop",
+}
+
+
 class _Children(Visitor[tuple[Node, ...]]):
     """The direct sub-nodes in execution order (``done`` branches omitted)."""
 
@@ -169,11 +184,11 @@ def children(node: Node) -> tuple[Node, ...]:
 
 def walk(node: Node | Workflow) -> Iterator[Node]:
     """Every node of the tree, pre-order, in execution order."""
-    stack = [node.root if isinstance(node, Workflow) else node]
+    stack, sub_nodes = [node.root if isinstance(node, Workflow) else node], _Children()
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(reversed(children(current)))
+        stack.extend(reversed(sub_nodes.visit(current)))
 
 
 def op_nodes(node: Node | Workflow) -> Iterator[Op]:

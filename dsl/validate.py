@@ -194,7 +194,7 @@ def _check(text, workflow: Workflow, domain, limits: StaticLimits, allowed, tabl
             f"constructs are nested {depth} deep (limit {limits.max_depth})",
             "flatten the workflow: fewer loops/conditionals/parallel blocks inside each other",
         )
-    features = features_of(root)
+    features, operators = _features_and_operators(root)
     key = lambda p: (p.line, p.column)  # noqa: E731 - source order
     return Report(
         text=text,
@@ -204,7 +204,7 @@ def _check(text, workflow: Workflow, domain, limits: StaticLimits, allowed, tabl
         canonical=canonical(workflow),
         structure=_structure_from(features),
         features=features,
-        operators=tuple(n.name for n in op_nodes(root)),
+        operators=operators,
         calls=calls,
     )
 
@@ -214,8 +214,18 @@ def _check(text, workflow: Workflow, domain, limits: StaticLimits, allowed, tabl
 
 def features_of(workflow: Workflow | Node) -> frozenset[str]:
     """Every construct present: chain, conditional, loop, parallel, instruction."""
-    feature = _Feature()
-    return frozenset(f for f in map(feature.visit, walk(workflow)) if f is not None)
+    return _features_and_operators(workflow)[0]
+
+
+def _features_and_operators(workflow: Workflow | Node) -> tuple[frozenset[str], tuple[str, ...]]:
+    """:func:`features_of` and the operator names in execution order, in one walk."""
+    feature, found, names = _Feature(), set(), []
+    for node in walk(workflow):
+        found.add(feature.visit(node))
+        if isinstance(node, Op):
+            names.append(node.name)
+    found.discard(None)
+    return frozenset(found), tuple(names)
 
 
 class _Feature(Visitor[str | None]):
