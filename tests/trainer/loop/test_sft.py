@@ -16,11 +16,11 @@ from flowgrpo.dsl.operators import default_table
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.operators.simulation import analyze, best_workflow
+from flowgrpo.trainer.algorithms.completion_loss import completion_loss
 from flowgrpo.trainer.cli.app import main
 from flowgrpo.trainer.config import load_config
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
-from flowgrpo.trainer.algorithms.completion_loss import completion_loss
 from flowgrpo.trainer.loop.sft import jsonl_pairs
 
 SMOKE = (
