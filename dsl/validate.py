@@ -30,7 +30,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Visitor, Workflow, op_nodes, walk
+from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Visitor, Workflow, walk
 from flowgrpo.dsl.canonical import canonical
 from flowgrpo.dsl.errors import DSLSyntaxError
 from flowgrpo.dsl.operators import CHECKER, ENSEMBLER, GENERATOR, OperatorTable, default_table
@@ -194,7 +194,7 @@ def _check(text, workflow: Workflow, domain, limits: StaticLimits, allowed, tabl
             f"constructs are nested {depth} deep (limit {limits.max_depth})",
             "flatten the workflow: fewer loops/conditionals/parallel blocks inside each other",
         )
-    features, operators = _features_and_operators(root)
+    features, operators = frozenset(checker.features), tuple(checker.operators)
     key = lambda p: (p.line, p.column)  # noqa: E731 - source order
     return Report(
         text=text,
@@ -214,18 +214,8 @@ def _check(text, workflow: Workflow, domain, limits: StaticLimits, allowed, tabl
 
 def features_of(workflow: Workflow | Node) -> frozenset[str]:
     """Every construct present: chain, conditional, loop, parallel, instruction."""
-    return _features_and_operators(workflow)[0]
-
-
-def _features_and_operators(workflow: Workflow | Node) -> tuple[frozenset[str], tuple[str, ...]]:
-    """:func:`features_of` and the operator names in execution order, in one walk."""
-    feature, found, names = _Feature(), set(), []
-    for node in walk(workflow):
-        found.add(feature.visit(node))
-        if isinstance(node, Op):
-            names.append(node.name)
-    found.discard(None)
-    return frozenset(found), tuple(names)
+    feature = _Feature()
+    return frozenset(f for f in map(feature.visit, walk(workflow)) if f is not None)
 
 
 class _Feature(Visitor[str | None]):
@@ -336,7 +326,9 @@ class _State:
 
 
 class _Checker(Visitor[_State]):
-    """Walks the AST once, threading a :class:`_State`, collecting every problem."""
+    """Walks the AST once, threading a :class:`_State`, collecting every problem; on the way
+    it notes what :func:`features_of` and :func:`~dsl.ast.op_nodes` would find (the same nodes
+    in the same order), so the report needs no second walk."""
 
     def __init__(self, domain, limits: StaticLimits, allowed, table: OperatorTable):
         self.domain, self.limits, self.allowed, self.table = domain, limits, allowed, table
@@ -345,6 +337,8 @@ class _Checker(Visitor[_State]):
         self.checkers = " or ".join([*head, *names[-1:]]) or "none in this table"
         self.errors: list[Problem] = []
         self.warnings: list[Problem] = []
+        self.features: set[str] = set()
+        self.operators: list[str] = []
 
     def error(self, code, node, message, hint=""):
         self.errors.append(Problem(code, message, node.line, node.column, hint))
@@ -356,16 +350,19 @@ class _Checker(Visitor[_State]):
         return state
 
     def visit_seq(self, node: Seq, state: _State) -> _State:
+        self.features.add("chain")
         for step in node.steps:
             state = self.visit(step, state)
         return state
 
     def visit_parallel(self, node: Parallel, state: _State) -> _State:
+        self.features.add("parallel")
         outs = [self.visit(b, state) for b in node.branches]
         joined = functools.reduce(_State.join, outs)
         return _State(joined.solution, len(node.branches), joined.feedback)
 
     def visit_cond(self, node: Cond, state: _State) -> _State:
+        self.features.add("conditional")
         check = node.check
         unknown = isinstance(check, Op) and check.name not in self.table  # reported by visit_op
         if not unknown and not (isinstance(check, Op) and self.table.role(check.name) == CHECKER):
@@ -387,6 +384,7 @@ class _Checker(Visitor[_State]):
         return self.visit(node.if_fail, state).join(self.visit(node.if_pass, state))
 
     def visit_loop(self, node: Loop, state: _State) -> _State:
+        self.features.add("loop")
         if not 1 <= node.count <= self.limits.max_loop_count:
             self.error(
                 "loop_count",
@@ -401,16 +399,21 @@ class _Checker(Visitor[_State]):
                 "'* 1' runs the body once: it is not a loop",
                 "remove '* 1' or use a count of 2 or more",
             )
-        if not any(self.table.role(n.name) == CHECKER for n in op_nodes(node.body)):
+        first = len(self.operators)  # the body's operators are the ones its visit notes
+        state = self.visit(node.body, state)
+        if not any(self.table.role(name) == CHECKER for name in self.operators[first:]):
             self.warn(
                 "loop_without_checker",
                 node,
                 "the loop has no checker, so it never stops early",
                 "put Review or Test in the body, e.g. (Review -> Revise) * 2",
             )
-        return self.visit(node.body, state)
+        return state
 
     def visit_op(self, node: Op, state: _State) -> _State:
+        self.operators.append(node.name)
+        if node.instruction is not None:
+            self.features.add("instruction")
         spec = self.table.get(node.name)
         if spec is None:
             names = list(self.table)

@@ -16,6 +16,7 @@ from flowgrpo.dsl import (
     Workflow,
     canonical,
     extract,
+    features_of,
     parse,
     validate,
     walk,
@@ -132,3 +133,12 @@ def test_the_accelerated_parser_agrees_with_the_reference_parser(workflow, rng):
     assert fast == ref
     positions = lambda w: [(n.line, n.column) for n in walk(w)]  # noqa: E731
     assert positions(fast) == positions(ref)
+
+
+@settings(max_examples=300, deadline=None)
+@given(WORKFLOWS)
+def test_a_reports_features_and_operators_are_those_of_a_walk_of_its_tree(workflow):
+    # validate notes them during its checking pass instead of walking the tree again
+    report = validate(workflow)
+    assert report.features == features_of(workflow)
+    assert report.operators == tuple(n.name for n in walk(workflow) if isinstance(n, Op))
