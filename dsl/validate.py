@@ -186,7 +186,7 @@ def _check(text, workflow: Workflow, domain, limits: StaticLimits, allowed, tabl
             f"the workflow makes up to {calls} operator calls (limit {limits.max_calls})",
             "use fewer steps, branches or loop repetitions",
         )
-    depth = nesting_depth(root)
+    depth = checker.deepest  # nesting_depth(root), noted during the checking pass
     if depth > limits.max_depth:
         checker.error(
             "too_deep",
@@ -339,6 +339,13 @@ class _Checker(Visitor[_State]):
         self.warnings: list[Problem] = []
         self.features: set[str] = set()
         self.operators: list[str] = []
+        self.depth = self.deepest = 0  # parallel / conditional / loop constructs around a node
+
+    def _enter(self, feature: str) -> None:
+        """A construct begins: note it and how deep it sits."""
+        self.features.add(feature)
+        self.depth += 1
+        self.deepest = max(self.deepest, self.depth)
 
     def error(self, code, node, message, hint=""):
         self.errors.append(Problem(code, message, node.line, node.column, hint))
@@ -356,13 +363,14 @@ class _Checker(Visitor[_State]):
         return state
 
     def visit_parallel(self, node: Parallel, state: _State) -> _State:
-        self.features.add("parallel")
+        self._enter("parallel")
         outs = [self.visit(b, state) for b in node.branches]
         joined = functools.reduce(_State.join, outs)
+        self.depth -= 1
         return _State(joined.solution, len(node.branches), joined.feedback)
 
     def visit_cond(self, node: Cond, state: _State) -> _State:
-        self.features.add("conditional")
+        self._enter("conditional")
         check = node.check
         unknown = isinstance(check, Op) and check.name not in self.table  # reported by visit_op
         if not unknown and not (isinstance(check, Op) and self.table.role(check.name) == CHECKER):
@@ -381,10 +389,12 @@ class _Checker(Visitor[_State]):
                 "both branches are 'done': the check changes nothing",
                 "give the failing branch a refiner, e.g. Review ? Revise : done",
             )
-        return self.visit(node.if_fail, state).join(self.visit(node.if_pass, state))
+        state = self.visit(node.if_fail, state).join(self.visit(node.if_pass, state))
+        self.depth -= 1
+        return state
 
     def visit_loop(self, node: Loop, state: _State) -> _State:
-        self.features.add("loop")
+        self._enter("loop")
         if not 1 <= node.count <= self.limits.max_loop_count:
             self.error(
                 "loop_count",
@@ -408,6 +418,7 @@ class _Checker(Visitor[_State]):
                 "the loop has no checker, so it never stops early",
                 "put Review or Test in the body, e.g. (Review -> Revise) * 2",
             )
+        self.depth -= 1
         return state
 
     def visit_op(self, node: Op, state: _State) -> _State:

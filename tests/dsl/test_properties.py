@@ -13,10 +13,12 @@ from flowgrpo.dsl import (
     Op,
     Parallel,
     Seq,
+    StaticLimits,
     Workflow,
     canonical,
     extract,
     features_of,
+    nesting_depth,
     parse,
     validate,
     walk,
@@ -142,3 +144,12 @@ def test_a_reports_features_and_operators_are_those_of_a_walk_of_its_tree(workfl
     report = validate(workflow)
     assert report.features == features_of(workflow)
     assert report.operators == tuple(n.name for n in walk(workflow) if isinstance(n, Op))
+
+
+@settings(max_examples=300, deadline=None)
+@given(WORKFLOWS, st.integers(1, 3))
+def test_too_deep_is_reported_exactly_when_the_nesting_depth_passes_the_limit(workflow, limit):
+    # validate measures the depth during its checking pass; nesting_depth is the reference
+    report = validate(workflow, limits=StaticLimits(max_depth=limit))
+    too_deep = any(p.code == "too_deep" for p in report.errors)
+    assert too_deep == (nesting_depth(workflow.root) > limit)
