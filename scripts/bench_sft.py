@@ -20,23 +20,17 @@ TRL is an optional benchmark dependency only (not a flowgrpo requirement).
 from __future__ import annotations
 
 import argparse
-import json
 import platform
-import resource
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench_child import report, spawn  # scripts/ is on sys.path when a script runs
+
 from flowgrpo.trainer.config import load_config
 
 CONFIG = "configs/known-optimum.yaml"
-
-
-def _peak_rss_gb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2  # kB on Linux
 
 
 def _config(steps: int, overrides: tuple[str, ...] = ()):
@@ -128,21 +122,12 @@ def _child(impl: str, steps: int, overrides: tuple[str, ...]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run = run_ours if impl == "ours" else run_trl
         result = run(steps, Path(tmp) / "out", overrides)
-    result["peak_rss_gb"] = _peak_rss_gb()
-    print("RESULT " + json.dumps(result), flush=True)
+    report(result)
 
 
 def _spawn(impl: str, steps: int, overrides: list[str]) -> dict:
     sets = [arg for o in overrides for arg in ("--set", o)]
-    done = subprocess.run(
-        [sys.executable, __file__, "--child", impl, "--steps", str(steps), *sets],
-        capture_output=True,
-        text=True,
-    )
-    for line in done.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    raise RuntimeError(f"{impl} failed:\n{done.stderr[-3000:]}")
+    return spawn(__file__, impl, ["--steps", str(steps), *sets])
 
 
 def main() -> None:

@@ -29,14 +29,12 @@ import argparse
 import functools
 import json
 import platform
-import resource
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench_child import report, spawn  # scripts/ is on sys.path when a script runs
 from peft import LoraConfig
 
 from flowgrpo.operators.models import load_model
@@ -49,10 +47,6 @@ from flowgrpo.trainer.loop.prompt import build_messages
 from flowgrpo.trainer.loop.trainer import Trainer
 
 K, NEW_TOKENS, LR, TEMPERATURE = 8, 32, 1e-5, 1.0
-
-
-def _peak_rss_gb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2  # kB on Linux
 
 
 def _timed(totals: dict, name: str, fn):
@@ -210,24 +204,15 @@ def _child(impl: str, steps: int, where: dict = CPU_DEFAULT) -> None:
             result = run_ours(steps, Path(tmp), "grammar" if impl == "grammar" else "off", where)
         else:
             result = run_trl(steps, Path(tmp), impl == "trl_gc", where)
-    result["peak_rss_gb"] = _peak_rss_gb()
     if torch.cuda.is_available():
         result["peak_cuda_allocated_gib"] = torch.cuda.max_memory_allocated() / 1024**3
         result["peak_cuda_reserved_gib"] = torch.cuda.max_memory_reserved() / 1024**3
-    print("RESULT " + json.dumps(result), flush=True)
+    report(result)
 
 
 def _spawn(impl: str, steps: int, where: dict = CPU_DEFAULT) -> dict:
     place = [f"--{key}={value}" for key, value in where.items()]
-    done = subprocess.run(
-        [sys.executable, __file__, "--child", impl, "--steps", str(steps), *place],
-        capture_output=True,
-        text=True,
-    )
-    for line in done.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    raise RuntimeError(f"{impl} failed:\n{done.stderr[-3000:]}")
+    return spawn(__file__, impl, ["--steps", str(steps), *place])
 
 
 def main() -> None:
