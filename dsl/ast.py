@@ -104,26 +104,17 @@ class Visitor(Generic[R]):
     """
 
     def visit(self, node: Node | Workflow | None, *args: Any) -> R:
-        # the exact node types by one dict lookup (validation visits every node several times;
-        # a chain of class patterns was a large share of it), subclasses and the rest by match
-        method = _METHODS.get(type(node))
+        # the node's type by one dict lookup (validation visits every node several times; a
+        # chain of class patterns was a large share of it); a subclass by its first base there
+        method = _METHODS.get(type(node)) or next(
+            (m for cls, m in _METHODS.items() if isinstance(node, cls)), None
+        )
         if method is not None:
             return getattr(self, method)(node, *args)
-        match node:
-            case Op():
-                return self.visit_op(node, *args)
-            case Seq():
-                return self.visit_seq(node, *args)
-            case Parallel():
-                return self.visit_parallel(node, *args)
-            case Cond():
-                return self.visit_cond(node, *args)
-            case Loop():
-                return self.visit_loop(node, *args)
-            case None:
-                return self.visit_done(*args)
-            case Workflow():
-                return self.visit(node.root, *args)
+        if node is None:
+            return self.visit_done(*args)
+        if isinstance(node, Workflow):
+            return self.visit(node.root, *args)
         raise TypeError(f"not a workflow node: {node!r}")
 
     def _missing(self, method: str) -> NotImplementedError:
