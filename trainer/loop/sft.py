@@ -133,7 +133,7 @@ def train_sft(
     s = cfg.sft
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=s.lr)
     rng, order = random.Random(s.seed), []
-    shared = not cfg.model.gradient_checkpointing  # checkpointing turns the KV cache off
+    shared = cfg.logprob_mode == "shared_prompt"  # the run's scoring mode (full: checkpointing)
     measured = _timed_check(model, tokenizer, cfg, prompt, held_out)
     history, step = [{"step": 0, **measured}], 0
     (on_step or (lambda line: None))(history[0])
