@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from my_ext import plugins
-from trainer_fakes import PROSE, VALID, mixed, text_rollout
+from trainer_fakes import FREE, PROSE, VALID, mixed, text_rollout
 
 from flowgrpo.operators.backends import BACKENDS, register_backend
 from flowgrpo.operators.backends.scripted import ScriptedBackend
@@ -87,6 +87,7 @@ def train(tmp_path, *overrides: str, steps: int = 2):
             f"logging.output_dir={tmp_path}",
             f"optim.max_steps={steps}",
             "rollout.problems_per_step=1",
+            FREE,
             *overrides,
         ),
     )

@@ -9,6 +9,8 @@ import torch
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
 from flowgrpo.trainer.loop.rollout import Rollout, completion_mask
 
+# configs/tiny.yaml samples under the grammar; a run driven by these fixed texts samples free
+FREE = "rollout.constrained=off"
 VALID = "Custom -> Review ? Revise : done"
 PROSE = "### Step 1: Analyze the problem"
 

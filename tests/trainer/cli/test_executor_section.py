@@ -16,7 +16,7 @@ import json
 import pytest
 from click.testing import CliRunner
 from fault_server import FaultServer
-from trainer_fakes import VALID, mixed, text_rollout
+from trainer_fakes import FREE, VALID, mixed, text_rollout
 
 from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.trainer.cli.app import main
@@ -52,7 +52,9 @@ def section(url: str, kind: str = "openai") -> tuple[str, ...]:
 def run_dir_with_checkpoint(tmp_path, url, kind="openai"):
     """A run directory (config.yaml with the executor section) and a checkpoint of it."""
     run_dir = tmp_path / "run"
-    cfg = load_config("configs/tiny.yaml", (f"logging.output_dir={run_dir}", *section(url, kind)))
+    cfg = load_config(
+        "configs/tiny.yaml", (f"logging.output_dir={run_dir}", FREE, *section(url, kind))
+    )
     checkpoint = run_dir / "checkpoint-1"
     peft = wrap_lora(build_tiny_model(seed=cfg.optim.seed)[0], cfg.lora)
     peft.save_pretrained(checkpoint / "adapter")
@@ -81,7 +83,7 @@ def test_train_honours_the_sections_timeout_and_retries(tmp_path, server, monkey
     result = invoke(
         "train", "--config", "configs/tiny.yaml", "--output-dir", out,
         *[x for s in section(server.url) for x in ("--set", s)],
-        "--set", "optim.max_steps=1", "--set", "rollout.problems_per_step=1",
+        "--set", "optim.max_steps=1", "--set", "rollout.problems_per_step=1", "--set", FREE,
         "--set", "rollout.dynamic_sampling=false", "--set", "logging.save_every=0",
     )  # fmt: skip
     assert result.exit_code == 0, result.output

@@ -49,7 +49,9 @@ class SlowRun:
         cmd = [
             sys.executable, str(HELPER), str(SLEEP_S), str(self.marker),
             "train", "--config", "configs/tiny.yaml", "--max-steps", str(STEPS),
-            "--output-dir", str(self.run_dir), *extra,
+            "--output-dir", str(self.run_dir),
+            # one sampling call per step, so a new marker line means a new step
+            "--set", "rollout.dynamic_sampling=false", *extra,
         ]  # fmt: skip
         with open(self.output, "w") as out:
             self.proc = subprocess.Popen(
@@ -62,8 +64,9 @@ class SlowRun:
         metrics, deadline = self.run_dir / "metrics.jsonl", time.monotonic() + START_TIMEOUT_S
         while not lines_of(metrics):
             self._tick(deadline)
-        done, marks = len(lines_of(metrics)), len(lines_of(self.marker))
-        while len(lines_of(self.marker)) <= marks:
+        done = len(lines_of(metrics))
+        # one sampling call per step: step done + 1 samples once the marker has more lines
+        while len(lines_of(self.marker)) <= done:
             self._tick(deadline)
         assert len(lines_of(metrics)) == done, "a step ended while waiting: sleep too short"
         return done

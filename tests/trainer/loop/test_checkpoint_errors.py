@@ -17,7 +17,7 @@ import pytest
 import torch
 from peft import get_peft_model_state_dict
 from safetensors.torch import load_file
-from trainer_fakes import mixed, text_rollout
+from trainer_fakes import FREE, mixed, text_rollout
 
 from flowgrpo.operators.backends.scripted import ScriptedBackend
 from flowgrpo.trainer.config import load_config
@@ -45,7 +45,13 @@ def one_thread():
 def config(run_dir, *extra):
     return load_config(
         "configs/tiny.yaml",
-        (f"logging.output_dir={run_dir}", "logging.save_every=1", "optim.max_steps=3", *extra),
+        (
+            f"logging.output_dir={run_dir}",
+            "logging.save_every=1",
+            "optim.max_steps=3",
+            FREE,
+            *extra,
+        ),
     )
 
 

@@ -4,7 +4,7 @@ step (recorded as entropy_coef), and a resumed run continues the coefficient it 
 import json
 
 import pytest
-from trainer_fakes import mixed, text_rollout
+from trainer_fakes import FREE, mixed, text_rollout
 
 from flowgrpo.operators.backends.scripted import ScriptedBackend
 from flowgrpo.trainer.config import load_config
@@ -30,7 +30,7 @@ def coefs(monkeypatch):
 def train(tmp_path, *extra, resume=False):
     cfg = load_config(
         "configs/tiny.yaml",
-        (f"logging.output_dir={tmp_path}", "algorithm.entropy_control.delta=0.01",
+        (f"logging.output_dir={tmp_path}", FREE, "algorithm.entropy_control.delta=0.01",
          "algorithm.entropy_control.max_coef=0.025", *extra),
     )  # fmt: skip
     Trainer(cfg, resume=resume, executor=ScriptedBackend(lambda request: "5")).train()

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from trainer_fakes import text_rollout
+from trainer_fakes import FREE, text_rollout
 
 from flowgrpo.configuration import ConfigError
 from flowgrpo.dsl import OPERATORS, default_table
@@ -126,6 +126,7 @@ def own_config(tmp_path, tag: str, record: dict):
             f"logging.output_dir={tmp_path / tag}",
             "optim.max_steps=1",
             "logging.save_every=0",
+            FREE,
             f"prompt.system='{tag} writes workflows. Operators: {{operators}}.'",
             f"operators=[{json.dumps(record)}]",
         ),

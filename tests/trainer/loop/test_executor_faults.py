@@ -17,7 +17,7 @@ import statistics
 import pytest
 import torch
 from fault_server import FaultServer
-from trainer_fakes import mixed, text_rollout
+from trainer_fakes import FREE, mixed, text_rollout
 
 from flowgrpo.trainer.config import load_config
 from flowgrpo.trainer.loop import step as step_mod
@@ -62,6 +62,7 @@ def openai_config(tmp_path, url, *extra):
         (
             f"logging.output_dir={tmp_path}",
             "logging.save_every=0",
+            FREE,
             "executor.kind=openai",
             f"executor.base_url={url}",
             "executor.model=scripted-executor",

@@ -6,7 +6,7 @@ import sys
 import textwrap
 
 import pytest
-from trainer_fakes import PROSE, text_rollout
+from trainer_fakes import FREE, PROSE, text_rollout
 
 from flowgrpo.configuration import ConfigError
 from flowgrpo.operators.backends import BACKENDS
@@ -75,6 +75,7 @@ def test_a_jsonl_qa_set_trains_with_a_reward_named_by_dotted_path(user_dir, monk
         (
             f"logging.output_dir={tmp_path / 'run'}",
             "optim.max_steps=2",
+            FREE,
             f"rollout.task=jsonl:{tmp_path / 'trivia.jsonl'}",
             f'rewards.weights={{"{reward}": 0.1}}',
         ),

@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from trainer_fakes import text_rollout
+from trainer_fakes import FREE, text_rollout
 
 from flowgrpo.operators.backends.simulated import SIM_KEYS
 from flowgrpo.operators.simulation import SimulationParams, regret
@@ -43,7 +43,9 @@ def test_three_steps_of_the_tiny_known_optimum_config_log_sim_numbers(tmp_path, 
 def test_runs_without_the_simulated_executor_write_no_sim_keys(tmp_path, monkeypatch):
     """The sim/* keys are the plugin's: a run where its hook is off has none (issue 41)."""
     monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(lambda g: [CUSTOM] * 8))
-    cfg = load_config("configs/tiny.yaml", (f"logging.output_dir={tmp_path}", "optim.max_steps=1"))
+    cfg = load_config(
+        "configs/tiny.yaml", (f"logging.output_dir={tmp_path}", "optim.max_steps=1", FREE)
+    )
     Trainer(cfg, executor=None).train()
     line = lines_of(tmp_path)[0]
     assert not [key for key in line if key in SIM_KEYS or key.startswith("sim/")]

@@ -4,7 +4,7 @@ import json
 
 import pytest
 import torch
-from trainer_fakes import PROSE, VALID, mixed, text_rollout
+from trainer_fakes import FREE, PROSE, VALID, mixed, text_rollout
 
 from flowgrpo.operators.backends.scripted import ScriptedBackend
 from flowgrpo.trainer.config import load_config
@@ -40,7 +40,7 @@ REQUIRED = [
 
 
 def tiny_config(tmp_path, *extra):
-    return load_config("configs/tiny.yaml", (f"logging.output_dir={tmp_path}", *extra))
+    return load_config("configs/tiny.yaml", (f"logging.output_dir={tmp_path}", FREE, *extra))
 
 
 def executor():

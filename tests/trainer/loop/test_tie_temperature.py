@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from trainer_fakes import PROSE, VALID, text_rollout
+from trainer_fakes import FREE, PROSE, VALID, text_rollout
 
 from flowgrpo.configuration import ConfigError
 from flowgrpo.operators.backends.scripted import ScriptedBackend
@@ -46,7 +46,7 @@ def _run(tmp_path, monkeypatch, groups, *extra, resume=False):
     monkeypatch.setattr(trainer_mod, "rollout_entropy", spy_entropy)
     cfg = load_config(
         "configs/tiny.yaml",
-        (f"logging.output_dir={tmp_path}", "optim.max_steps=1", *extra),
+        (f"logging.output_dir={tmp_path}", "optim.max_steps=1", FREE, *extra),
     )
     Trainer(cfg, resume=resume, executor=ScriptedBackend(lambda request: "5")).train()
     line = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])

@@ -7,7 +7,7 @@ import math
 import time
 
 import pytest
-from trainer_fakes import mixed, text_rollout
+from trainer_fakes import FREE, mixed, text_rollout
 
 from flowgrpo.operators.backends.scripted import ScriptedBackend
 from flowgrpo.trainer.config import load_config
@@ -19,7 +19,13 @@ from flowgrpo.trainer.monitoring.trackers import flat_scalars
 def run(tmp_path, *extra, resume=False):
     cfg = load_config(
         "configs/tiny.yaml",
-        (f"logging.output_dir={tmp_path}", "logging.save_every=1", "logging.run_name=t", *extra),
+        (
+            f"logging.output_dir={tmp_path}",
+            "logging.save_every=1",
+            "logging.run_name=t",
+            FREE,
+            *extra,
+        ),
     )
     Trainer(cfg, resume=resume, executor=ScriptedBackend(lambda request: "5")).train()
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
