@@ -430,13 +430,20 @@ def eval_cmd(**options) -> None:
 
 
 @main.command("export")
-@click.argument("checkpoint", type=click.Path(exists=True, file_okay=False))
+@click.argument("checkpoint", type=click.Path(exists=True, file_okay=False), required=False)
 @click.option(
     "--merge",
     "merge",
     metavar="OUT",
     type=click.Path(),
-    help="Write the base model with the adapter merged in to the folder OUT (required).",
+    help="Write the base model with the adapter merged in (or, with --base, the model alone) "
+    "to the folder OUT (required).",
+)
+@click.option(
+    "--base",
+    metavar="MODEL",
+    help="Export MODEL itself instead of a checkpoint ('default': the embedded SmolLM2 GGUF, "
+    "dequantized), e.g. for transformers serve.",
 )
 @click.option("--device", default="cpu", show_default=True, help="Where to merge: " + DEVICE_HELP)
 @click.option(
@@ -446,7 +453,7 @@ def eval_cmd(**options) -> None:
 )
 @click.option("--overwrite", is_flag=True, help="OUT is not empty: delete what is there first.")
 @output_options
-def export_cmd(checkpoint, merge, device, dtype, overwrite) -> None:
+def export_cmd(checkpoint, merge, base, device, dtype, overwrite) -> None:
     """Export RUN_DIR/checkpoint-N as one standard Hugging Face model folder.
 
     Loads the run's base model (its config.yaml: model.name_or_path, gguf_file; the embedded
@@ -455,10 +462,11 @@ def export_cmd(checkpoint, merge, device, dtype, overwrite) -> None:
     with AutoModelForCausalLM.from_pretrained(OUT) and serves with vLLM or TGI.
 
     \b
-    Example:
+    Examples:
       flowgrpo export runs/default/checkpoint-30 --merge models/flowgrpo-30
+      flowgrpo export --base default --merge models/smollm2   # the base model alone
     """
-    export_command(checkpoint, merge, device, dtype, overwrite)
+    export_command(checkpoint, merge, base, device, dtype, overwrite)
 
 
 main.add_command(search_cmd)

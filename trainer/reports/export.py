@@ -30,13 +30,16 @@ logger = logging.getLogger(__name__)
 EXPORT_INFO = "flowgrpo_export.json"
 
 
-def check_export_target(out: str | Path, checkpoint: str | Path, overwrite: bool) -> Path:
+def check_export_target(out: str | Path, checkpoint: str | Path | None, overwrite: bool) -> Path:
     """``out`` as a Path when it may be written: absent or empty, or ``overwrite`` (never the
     checkpoint's run folder or a folder holding it). Raises ``FileExistsError``/``ValueError``."""
-    out, checkpoint = Path(out), Path(checkpoint)
-    run_dir = checkpoint.resolve().parent
-    if out.resolve() in (checkpoint.resolve(), run_dir, *run_dir.parents):
-        raise ValueError(f"--merge {out}: that folder holds the checkpoint; choose a new folder")
+    out = Path(out)
+    if checkpoint is not None:
+        run_dir = Path(checkpoint).resolve().parent
+        if out.resolve() in (Path(checkpoint).resolve(), run_dir, *run_dir.parents):
+            raise ValueError(
+                f"--merge {out}: that folder holds the checkpoint; choose a new folder"
+            )
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"--merge {out}: a file is there; choose a folder")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
@@ -64,13 +67,6 @@ def export_merged(
     base, tokenizer = load_base_model(ModelSpec(**{**vars(spec), "dtype": "float32"}), device)
     merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
     merged = merged.to(dtype=getattr(torch, target))
-    merged.config.name_or_path = str(out)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    merged.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-    follow_umask(Path(out))  # safetensors writes 0600
     info = {
         "checkpoint": str(Path(checkpoint).resolve()),
         "base_model": spec.name_or_path,
@@ -78,6 +74,39 @@ def export_merged(
         "dtype": target,
         "lora": {"r": run_config.lora.r, "alpha": run_config.lora.alpha},
     }
-    (out / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    _save(merged, tokenizer, out, info)
     logger.info("merged %s into %s: %s", adapter, spec.name_or_path, out)
     return out
+
+
+def export_base(
+    model: str = "default",
+    out: str | Path = "",
+    dtype: str = "float32",
+    gguf_file: str | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Save ``model`` itself (no adapter) as a standard model folder at ``out``; returns ``out``.
+
+    For servers that read Hugging Face folders but not this GGUF file: ``transformers serve``
+    finds no architecture in the embedded SmolLM2 GGUF's config (docs/PRODUCTION.md), while
+    the folder written here (dequantized by transformers, as training loads it) serves as is.
+    """
+    out = check_export_target(out, None, overwrite)
+    base, tokenizer = load_base_model(ModelSpec(model, gguf_file, dtype), "cpu")
+    info = {"checkpoint": None, "base_model": model, "gguf_file": gguf_file, "dtype": dtype}
+    _save(base, tokenizer, out, info)
+    logger.info("exported %s: %s", model, out)
+    return out
+
+
+def _save(model, tokenizer, out: Path, info: dict) -> None:
+    """Write ``model``, ``tokenizer`` and ``info`` (EXPORT_INFO) to the folder ``out``, emptied."""
+    model.config.name_or_path = str(out)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    follow_umask(Path(out))  # safetensors writes 0600
+    (out / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")

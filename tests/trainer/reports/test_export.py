@@ -87,3 +87,25 @@ def test_export_usage_errors(tmp_path):
     assert inside.exit_code == 2 and "holds the checkpoint" in inside.output
     no_adapter = export(tmp_path, "--merge", tmp_path / "out")
     assert no_adapter.exit_code == 2 and "no adapter here" in no_adapter.output
+
+
+def test_base_export_is_the_model_alone(tmp_path):
+    out = tmp_path / "base"
+    result = export("--base", "tiny-random", "--merge", out)
+    assert result.exit_code == 0, result.output
+    saved = AutoModelForCausalLM.from_pretrained(out).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    ids = torch.tensor([tokenizer("Custom -> Format")["input_ids"]])
+    base, _ = build_tiny_model(seed=0)
+    torch.testing.assert_close(logits(saved, ids), logits(base, ids), atol=1e-6, rtol=1e-6)
+    info = json.loads((out / "flowgrpo_export.json").read_text())
+    assert info["base_model"] == "tiny-random" and info["checkpoint"] is None
+
+
+def test_export_takes_a_checkpoint_or_a_base_model_not_both(tmp_path):
+    checkpoint = fake_checkpoint(tmp_path / "run")
+    for args in ((checkpoint, "--base", "tiny-random"), ()):
+        result = export(*args, "--merge", tmp_path / "out")
+        assert result.exit_code == 2
+        assert "give a CHECKPOINT (RUN_DIR/checkpoint-N) or --base MODEL" in result.output
+    assert not (tmp_path / "out").exists()
