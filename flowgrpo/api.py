@@ -65,6 +65,7 @@ def train(
     resume: bool = False,
     overwrite: bool = False,
     on_step: Callable[[dict], None] | None = None,
+    progress: bool = True,
     **overrides: Any,
 ) -> RunResult:
     """Train as ``flowgrpo train --config CONFIG --set KEY=VALUE ...`` does; return the result.
@@ -74,6 +75,8 @@ def train(
         resume / overwrite: ``--resume`` (continue from the run directory's last checkpoint)
             and ``--overwrite`` (delete the run already in the directory and start again).
         on_step: called with each step's metrics dict after the step is written.
+        progress: print each step's line (the CLI's) and a progress bar, as ``flowgrpo train``
+            does; False: silent (``on_step`` still runs; TRL's ``disable_tqdm`` in one switch).
         **overrides: config values, one keyword per ``--set``: ``section__key=value`` is
             ``--set section.key=value`` (``optim__max_steps=2``, ``rewards__weights__format=0.5``);
             a mapping value merges into the section (``optim={"max_steps": 2, "lr": 1e-4}``),
@@ -101,7 +104,9 @@ def train(
         trainer = Trainer(cfg, environment, resume=resume, overwrite=overwrite, on_step=on_step)
     except _INPUT_ERRORS as exc:  # one line, raised here: not a traceback deep in the trainer
         raise ConfigError(_in_python(str(exc))) from None
-    result = trainer.train()
+    with _StepPrinter(progress, cfg.optim.max_steps, trainer.step, on_step) as printer:
+        trainer.on_step = printer
+        result = trainer.train()
     return RunResult(
         run_dir=result.run_dir,
         steps=result.steps,
@@ -109,6 +114,36 @@ def train(
         checkpoint=result.checkpoint,
         stop_reason=result.stop_reason,
     )
+
+
+class _StepPrinter:
+    """The CLI's step lines and progress bar for :func:`train` (on stdout, through tqdm so the
+    bar stays below the lines), then the caller's own ``on_step``."""
+
+    def __init__(self, enabled: bool, total: int, initial: int, on_step) -> None:
+        # heavy: tqdm and the metrics module come with the training loop anyway
+        from tqdm.auto import tqdm
+
+        from flowgrpo.trainer.monitoring.metrics import console_line
+
+        self.enabled, self.on_step, self.line, self.tqdm = enabled, on_step, console_line, tqdm
+        self.bar = (
+            tqdm(total=total, initial=initial, desc="train", unit="step") if enabled else None
+        )
+
+    def __call__(self, metrics: dict) -> None:
+        if self.bar is not None:
+            self.tqdm.write(self.line(metrics))
+            self.bar.update(1)
+        if self.on_step is not None:
+            self.on_step(metrics)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def evaluate(

@@ -63,6 +63,23 @@ def test_train_runs_the_tiny_config_with_keyword_overrides(trained):
     assert saved["lora"]["r"] == 4, "the rest from configs/tiny.yaml"
 
 
+@pytest.mark.parametrize("progress", [True, False])
+def test_train_prints_the_clis_step_lines_unless_progress_is_off(tmp_path, capsys, progress):
+    seen = []
+    flowgrpo.train(
+        TINY, optim__max_steps=2, logging__output_dir=str(tmp_path / "run"),
+        logging__save_every=0, on_step=seen.append, progress=progress, **FAST,
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    steps = [line for line in out.splitlines() if line.startswith("step ")]
+    assert [m["step"] for m in seen] == [1, 2]  # the caller's own callback either way
+    if progress:
+        assert [line.split("|")[0].split() for line in steps] == [["step", "1"], ["step", "2"]]
+        assert "| reward " in steps[0] and "| valid " in steps[0]
+    else:
+        assert steps == []
+
+
 def test_evaluate_returns_what_flowgrpo_eval_writes(trained, tmp_path):
     run_dir, result, _ = trained
     got = flowgrpo.evaluate(result.checkpoint, task="arithmetic:easy", n=2, max_new_tokens=5)
@@ -95,6 +112,8 @@ def test_a_train_config_object_takes_overrides_as_set_does(monkeypatch, tmp_path
     built = []
 
     class FakeTrainer:
+        step = 0  # where a run starts (the progress bar's first value)
+
         def __init__(self, config, environment=None, **kwargs):
             built.append(config)
 
