@@ -16,6 +16,8 @@ its own error).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
 import logging
 import string
@@ -117,8 +119,9 @@ def load_model(
     check_model_source(name_or_path, gguf_file)
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     started = time.perf_counter()
-    tokenizer = AutoTokenizer.from_pretrained(name_or_path, **extra)
-    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, **extra)
+    with _gguf_bar_follows_the_switch():
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path, **extra)
+        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, **extra)
     _drop_quantization_marker(model)
     with_pad_token(tokenizer)
     model.to(device)
@@ -128,6 +131,26 @@ def load_model(
         time.perf_counter() - started,
     )  # fmt: skip
     return model, tokenizer
+
+
+@contextlib.contextmanager
+def _gguf_bar_follows_the_switch():
+    """transformers' GGUF conversion bar calls tqdm directly, ignoring transformers' own
+    progress-bar switch (``transformers.utils.logging.disable_progress_bar``, which ``--quiet``
+    and a non-terminal stderr turn off); while loading, it follows that switch."""
+    # heavy: transformers, already imported by the caller
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    from transformers.utils import logging as hf_logging
+
+    original = getattr(gguf_utils, "tqdm", None)
+    if original is None or hf_logging.is_progress_bar_enabled():
+        yield
+        return
+    gguf_utils.tqdm = functools.partial(original, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
 
 
 #: What a device option may name (``--device``, ``EvalOptions.device``).

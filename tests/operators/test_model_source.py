@@ -26,3 +26,23 @@ def test_a_folder_that_exists_passes_and_its_missing_gguf_file_is_named(tmp_path
     check_model_source(str(tmp_path), "m.gguf")
     with pytest.raises(ValueError, match=r"gguf_file 'x\.gguf' is not in"):
         check_model_source(str(tmp_path), "x.gguf")
+
+
+@pytest.mark.parametrize("bars", [True, False])
+def test_the_gguf_conversion_bar_follows_transformers_progress_switch(capfd, bars):
+    """transformers draws its GGUF conversion bar with tqdm directly; with its switch off
+    (``--quiet``, a log file) the embedded model loads without it, and with it on the bar shows
+    (so the check can fail)."""
+    from transformers.utils import logging as hf_logging
+
+    from flowgrpo.operators.models import load_model
+
+    was = hf_logging.is_progress_bar_enabled()
+    (hf_logging.enable_progress_bar if bars else hf_logging.disable_progress_bar)()
+    try:
+        capfd.readouterr()
+        load_model("default")
+        shown = "de-quantizing GGUF tensors" in capfd.readouterr().err
+    finally:
+        (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
+    assert shown == bars

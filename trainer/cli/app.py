@@ -27,13 +27,32 @@ from flowgrpo.trainer.cli.train import train_command
 from flowgrpo.trainer.reports.evaluate import EvalSettings
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: ``flowgrpo --help`` lists the commands in the order a user meets them, not alphabetically.
+COMMAND_ORDER = (
+    "train", "sft", "eval", "diagnose", "analyze", "search", "validate", "run", "export",
+)  # fmt: skip
+
+
+class _InOrder(click.Group):
+    def list_commands(self, ctx) -> list[str]:
+        known = [name for name in COMMAND_ORDER if name in self.commands]
+        return known + sorted(set(self.commands) - set(known))
+
+
+@click.group(cls=_InOrder, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="flowgrpo")
 def main() -> None:
     """flowgrpo: train a language model to write workflow programs with GRPO-family RL.
 
     A workflow is a short program in an AFlow-style DSL, e.g.
     'Custom -> Programmer -> Review ? Revise : done'. Run 'flowgrpo COMMAND --help' for details.
+
+    \b
+    Start here:
+      flowgrpo train --config configs/tiny.yaml   # a tiny random model: the whole loop in seconds
+      flowgrpo train                              # SmolLM2-135M on the CPU, ~17 minutes
+      flowgrpo diagnose runs/default              # what the run did, with plots
+      flowgrpo eval runs/default --all            # every checkpoint on held-out problems
     """
 
 
@@ -216,7 +235,8 @@ def train_cmd(config_path, overrides, max_steps, output_dir, resume, overwrite, 
     With no options: SmolLM2-135M-Instruct (embedded, CPU), arithmetic problems, LoRA r16, K=8,
     about 17 minutes on 2 cores (measured). Writes RUN_DIR/metrics.jsonl (one line per step),
     samples.jsonl, config.yaml and checkpoint-N/ directories (adapter loadable with
-    PeftModel.from_pretrained). Health alerts print as they happen.
+    PeftModel.from_pretrained). Health alerts print as they happen. A first try in seconds:
+    --config configs/tiny.yaml (a tiny random model; the configs/ folder has the others).
 
     \b
     Exit codes: 0 done; 2 bad config or usage (also: a run dir that already holds a run without
