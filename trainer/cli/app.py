@@ -26,7 +26,6 @@ from flowgrpo.trainer.cli.sft import sft_command
 from flowgrpo.trainer.cli.train import train_command
 from flowgrpo.trainer.reports.evaluate import EvalSettings
 
-
 #: ``flowgrpo --help`` lists the commands in the order a user meets them, not alphabetically.
 COMMAND_ORDER = (
     "train", "sft", "eval", "diagnose", "analyze", "search", "validate", "run", "export",
