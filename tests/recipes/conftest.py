@@ -1,10 +1,11 @@
-"""The recipe tests reuse the trainer's test doubles (tests/trainer/trainer_fakes.py): put that
-folder on sys.path, as tests/trainer/conftest.py does for the tests below it. tests/recipes
-itself is on sys.path already (pytest's default import mode), so ``import my_ext`` works."""
+"""The recipe tests reuse the trainer's test doubles (tests/trainer/trainer_fakes.py) and the
+example extension package ``my_ext`` of examples/ (docs/EXTENDING.md's code): put both folders
+on sys.path, as a user puts ``examples`` on PYTHONPATH."""
 
 import sys
 from pathlib import Path
 
-TRAINER_TESTS = str(Path(__file__).resolve().parents[1] / "trainer")
-if TRAINER_TESTS not in sys.path:
-    sys.path.insert(0, TRAINER_TESTS)
+ROOT = Path(__file__).resolve().parents[2]
+for folder in (ROOT / "tests" / "trainer", ROOT / "examples"):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))

@@ -1,15 +1,16 @@
 """The recipes of docs/EXTENDING.md, each followed once, end to end.
 
-Each extension lives OUTSIDE flowgrpo, in :mod:`my_ext.plugins` (a user's own package; pytest
-puts tests/recipes on sys.path). Each is registered from Python and, where the config takes a
-name, by dotted path in the config (``algorithm.advantage=my_ext.plugins:median_baseline``),
-then a Trainer runs 2 steps on the tiny random model (configs/tiny.yaml) with a scripted
-executor and fixed completions (4 valid workflows and 4 prose answers per group, as in
-tests/trainer/loop/test_loop.py). Each test checks that the extension demonstrably acted: the
-custom advantages in samples.jsonl, the custom loss called on the trained rows, the custom
-reward's column in metrics.jsonl, the custom task's problem ids, the custom check's alert.
-The operator, backend and plugin recipes build the run environment and run one workflow with it
-(no training step): the user's operator runs on the user's backend.
+Each extension lives OUTSIDE flowgrpo, in :mod:`my_ext.recipes` (a user's own package under
+examples/; tests/recipes/conftest.py puts examples/ on sys.path). Each is registered from Python
+and, where the config takes a name, by dotted path in the config
+(``algorithm.advantage=my_ext.recipes:median_baseline``), then a Trainer runs 2 steps on the
+tiny random model (configs/tiny.yaml) with a scripted executor and fixed completions (4 valid
+workflows and 4 prose answers per group, as in tests/trainer/loop/test_loop.py). Each test
+checks that the extension demonstrably acted: the custom advantages in samples.jsonl, the custom
+loss called on the trained rows, the custom reward's column in metrics.jsonl, the custom task's
+problem ids, the custom check's alert. The operator, backend and plugin recipes build the run
+environment and run one workflow with it (no training step): the user's operator runs on the
+user's backend.
 
 Every registration a test makes (including those a dotted path makes on first use) is removed
 afterwards, so the tests stay independent.
@@ -23,7 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from my_ext import plugins
+from my_ext import recipes
 from trainer_fakes import FREE, PROSE, VALID, mixed, text_rollout
 
 from flowgrpo.operators.backends import BACKENDS, register_backend
@@ -45,16 +46,16 @@ REGISTRIES = (ESTIMATORS, POLICY_LOSSES, REWARD_COMPONENTS, TASKS, HEALTH_CHECKS
 K = 8
 EXTENDING = Path(__file__).resolve().parents[2] / "docs" / "EXTENDING.md"
 RECIPES = (
-    plugins.median_baseline,
-    plugins.cispo_loss,
-    plugins.brevity,
-    plugins.load_doubling,
-    plugins.one_workflow,
-    plugins.shout,
-    plugins.ConstantBackend,
+    recipes.median_baseline,
+    recipes.cispo_loss,
+    recipes.brevity,
+    recipes.load_doubling,
+    recipes.one_workflow,
+    recipes.shout,
+    recipes.ConstantBackend,
 )
 #: The plugin recipe: a module that registers on import (read, not imported, here).
-PLUGIN = Path(__file__).resolve().parent / "my_ext" / "registered.py"
+PLUGIN = Path(__file__).resolve().parents[2] / "examples" / "my_ext" / "registered.py"
 
 
 @pytest.mark.parametrize("fn", [*RECIPES, PLUGIN], ids=lambda fn: getattr(fn, "__name__", "plugin"))
@@ -63,7 +64,7 @@ def test_the_extending_doc_shows_the_code_that_is_tested(fn):
     code = fn.read_text(encoding="utf-8") if isinstance(fn, Path) else inspect.getsource(fn)
     assert code in EXTENDING.read_text(encoding="utf-8"), (
         f"docs/EXTENDING.md no longer shows {getattr(fn, '__name__', fn)} as tested; copy it "
-        "from tests/recipes/my_ext/ into the recipe"
+        "from examples/my_ext/ into the recipe"
     )
 
 
@@ -113,10 +114,10 @@ def groups(rows: list[dict]) -> list[list[dict]]:
 @pytest.mark.parametrize("how", ["python", "dotted"])
 def test_recipe_advantage_estimator(tmp_path, how):
     if how == "python":
-        register_estimator("median", plugins.median_baseline)
+        register_estimator("median", recipes.median_baseline)
         name = "median"
     else:
-        name = "my_ext.plugins:median_baseline"  # registered by the config on first use
+        name = "my_ext.recipes:median_baseline"  # registered by the config on first use
     result, lines, rows = train(tmp_path, f"algorithm.advantage={name}")
     assert result.steps == 2 and name in ESTIMATORS
     assert all(line["grad_norm"] > 0 for line in lines)
@@ -137,7 +138,7 @@ def test_recipe_advantage_estimator(tmp_path, how):
 @pytest.mark.slow  # trains the tiny model for 2 steps
 @pytest.mark.parametrize("how", ["python", "dotted"])
 def test_recipe_policy_loss(tmp_path, how, monkeypatch):
-    seen, cispo_loss = [], plugins.cispo_loss
+    seen, cispo_loss = [], recipes.cispo_loss
 
     def spy(logp_NT, old_logp_NT, adv_N, mask_NT, config, select_NT=None):
         """cispo_loss, recording the advantages it was called with."""
@@ -147,9 +148,9 @@ def test_recipe_policy_loss(tmp_path, how, monkeypatch):
     if how == "python":
         register_policy_loss("cispo", spy)
         name = "cispo"
-    else:  # the config imports my_ext.plugins and finds the spy under cispo_loss
-        monkeypatch.setattr(plugins, "cispo_loss", spy)
-        name = "my_ext.plugins:cispo_loss"
+    else:  # the config imports my_ext.recipes and finds the spy under cispo_loss
+        monkeypatch.setattr(recipes, "cispo_loss", spy)
+        name = "my_ext.recipes:cispo_loss"
     result, lines, rows = train(tmp_path, f"algorithm.loss.policy_loss={name}")
     assert result.steps == 2 and name in POLICY_LOSSES
     # The update called it once per group and step, with the advantages each row trained with.
@@ -169,10 +170,10 @@ def test_recipe_policy_loss(tmp_path, how, monkeypatch):
 @pytest.mark.parametrize("how", ["python", "dotted"])
 def test_recipe_reward_component(tmp_path, how):
     if how == "python":
-        register_component("brevity", plugins.brevity)
+        register_component("brevity", recipes.brevity)
         name = "brevity"
     else:
-        name = "my_ext.plugins:brevity"
+        name = "my_ext.recipes:brevity"
     # A mapping is merged into the default weights: validity, accuracy, ... stay.
     result, lines, rows = train(tmp_path, f'rewards.weights={{"{name}": 0.1}}')
     assert result.steps == 2 and name in REWARD_COMPONENTS
@@ -191,15 +192,15 @@ def test_recipe_reward_component(tmp_path, how):
 @pytest.mark.parametrize("how", ["python", "dotted"])
 def test_recipe_task(tmp_path, how):
     if how == "python":
-        register_task("doubling", plugins.load_doubling)
+        register_task("doubling", recipes.load_doubling)
         spec = "doubling:20"
     else:
-        spec = "my_ext.plugins:load_doubling:20"
+        spec = "my_ext.recipes:load_doubling:20"
     result, _, rows = train(tmp_path, f"rollout.task={spec}")
     assert result.steps == 2
     ids = {r["problem_id"] for r in rows}
     assert ids and all(i.startswith("doubling/train/") for i in ids), ids
-    problems = plugins.load_doubling("20", 64, 0, "train")  # what the run drew from
+    problems = recipes.load_doubling("20", 64, 0, "train")  # what the run drew from
     assert ids <= {p.id for p in problems}
     assert max(int(p.question.split()[-1].rstrip("?")) for p in problems) <= 20
 
@@ -211,7 +212,7 @@ def test_recipe_task(tmp_path, how):
 def test_recipe_health_check(tmp_path):
     register_check(
         "one_workflow",
-        plugins.one_workflow,
+        recipes.one_workflow,
         keys=("distinct_workflows", "validity_rate"),
         summary="one distinct valid workflow for 2 steps",
     )
@@ -245,17 +246,17 @@ def environment(*overrides: str):
 @pytest.mark.parametrize("how", ["python", "dotted"])
 def test_recipe_operator_and_backend(how, no_shout):
     if how == "python":
-        register_operator("Shout", plugins.shout, role="refiner")
-        register_backend("constant", plugins.ConstantBackend)
+        register_operator("Shout", recipes.shout, role="refiner")
+        register_backend("constant", recipes.ConstantBackend)
         run = environment("executor.kind=constant", "executor.model=Paris")
     else:  # the operator as a config record, the backend by dotted path
-        record = {"name": "Shout", "role": "refiner", "function": "my_ext.plugins:shout"}
+        record = {"name": "Shout", "role": "refiner", "function": "my_ext.recipes:shout"}
         run = environment(
             f"operators=[{json.dumps(record)}]",
-            "executor.kind=my_ext.plugins:ConstantBackend",
+            "executor.kind=my_ext.recipes:ConstantBackend",
             "executor.model=Paris",
         )
-    assert isinstance(run.executor, plugins.ConstantBackend)
+    assert isinstance(run.executor, recipes.ConstantBackend)
     assert run.operators["Shout"].role == "refiner"
     result = run_workflow("Custom -> Shout", FRANCE, run.executor, operators=run.operators)
     assert [t.op for t in result.trace] == ["Custom", "Shout"]
@@ -271,6 +272,6 @@ def test_recipe_plugin(no_shout):
     )
     assert run.plugins == ("my_ext.registered",)
     assert "brevity" in run.registries["reward component"]
-    assert isinstance(run.executor, plugins.ConstantBackend)
+    assert isinstance(run.executor, recipes.ConstantBackend)
     result = run_workflow("Custom -> Shout", FRANCE, run.executor, operators=run.operators)
     assert result.answer == "PARIS" and result.correct

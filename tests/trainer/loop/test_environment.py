@@ -19,6 +19,7 @@ from flowgrpo.operators.custom import remove_operator
 from flowgrpo.operators.ops import OPERATOR_IMPLS
 from flowgrpo.registry import Registry
 from flowgrpo.rewards.components import REWARD_COMPONENTS
+from flowgrpo.trainer.algorithms.advantages import ESTIMATORS
 from flowgrpo.trainer.cli.app import main
 from flowgrpo.trainer.config import load_config
 from flowgrpo.trainer.loop import step as step_mod
@@ -80,6 +81,8 @@ def plugin(tmp_path):
     for key in (f"{name}_short",):
         if key in REWARD_COMPONENTS:
             REWARD_COMPONENTS.unregister(key)
+    if config["algorithm"]["advantage"] in ESTIMATORS:  # a dotted path registers on first use
+        ESTIMATORS.unregister(config["algorithm"]["advantage"])
     for key in (op, "Whisper"):
         if key in OPERATOR_IMPLS or key in OPERATORS:
             remove_operator(key)
