@@ -43,7 +43,7 @@ def choice_report(sim, problems: Sequence, workflows: Sequence[str | None], k: i
     best = oracle(params, kind_mix(params, problems), None, limits, **weights)
     kinds = [params.kind_of(p) for p in problems for _ in range(k)]
 
-    reward = partial(_exact, sim)  # (workflow, kind) -> exact expected reward
+    reward = partial(exact_reward, sim)  # (workflow, kind) -> exact expected reward
     own = [reward(w, kind) for w, kind in zip(workflows, kinds)]
     single = [best.single_by_kind[kind] for kind in kinds]
     top = [best.per_kind[kind].reward for kind in kinds]
@@ -67,10 +67,10 @@ def choice_report(sim, problems: Sequence, workflows: Sequence[str | None], k: i
 def pick_reward(sim, problems: Sequence, workflow: str) -> float:
     """The exact expected reward of one workflow used for every problem of ``problems`` (the
     pick of ``flowgrpo search``), as :func:`choice_report` scores the policy's samples."""
-    return statistics.mean(_exact(sim, workflow, sim.params.kind_of(p)) for p in problems)
+    return statistics.mean(exact_reward(sim, workflow, sim.params.kind_of(p)) for p in problems)
 
 
-def _exact(sim, workflow: str | None, kind: str) -> float:
+def exact_reward(sim, workflow: str | None, kind: str) -> float:
     """The exact expected reward of ``workflow`` on problems of ``kind`` (0 for None: a
     fallback or an invalid workflow, as the rewards give it)."""
     if workflow is None:
