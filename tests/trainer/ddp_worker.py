@@ -12,7 +12,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from trainer_fakes import PROSE, VALID, text_rollout
+from trainer_fakes import FREE, PROSE, VALID, text_rollout
 
 from flowgrpo.operators.backends.scripted import ScriptedBackend
 from flowgrpo.trainer.config import load_config
@@ -25,7 +25,8 @@ valid = 2 + 4 * rank  # rank 0: 2 valid of 8, rank 1: 6 valid of 8
 step_mod.generate_rollout = text_rollout(lambda g: [VALID] * valid + [PROSE] * (8 - valid))
 repo = Path(__file__).parents[2]
 cfg = load_config(
-    repo / "configs" / "tiny.yaml", (f"logging.output_dir={out / 'run'}", "optim.max_steps=1")
+    repo / "configs" / "tiny.yaml",
+    (f"logging.output_dir={out / 'run'}", "optim.max_steps=1", FREE),
 )
 trainer = Trainer(cfg, executor=ScriptedBackend(lambda request: "5"))
 before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
