@@ -104,8 +104,7 @@ def train(
         trainer = Trainer(cfg, environment, resume=resume, overwrite=overwrite, on_step=on_step)
     except _INPUT_ERRORS as exc:  # one line, raised here: not a traceback deep in the trainer
         raise ConfigError(_in_python(str(exc))) from None
-    with _StepPrinter(progress, cfg.optim.max_steps, trainer.step, on_step) as printer:
-        trainer.on_step = printer
+    with _step_printer(progress, cfg.optim.max_steps, trainer.step, on_step) as trainer.on_step:
         result = trainer.train()
     return RunResult(
         run_dir=result.run_dir,
@@ -116,34 +115,15 @@ def train(
     )
 
 
-class _StepPrinter:
-    """The CLI's step lines and progress bar for :func:`train` (on stdout, through tqdm so the
-    bar stays below the lines), then the caller's own ``on_step``."""
+def _step_printer(progress: bool, total: int, initial: int, on_step):
+    """The CLI's step lines and progress bar (silent unless ``progress``), then ``on_step``."""
+    # heavy: tqdm and the metrics module come with the training loop anyway
+    from tqdm.auto import tqdm
 
-    def __init__(self, enabled: bool, total: int, initial: int, on_step) -> None:
-        # heavy: tqdm and the metrics module come with the training loop anyway
-        from tqdm.auto import tqdm
+    from flowgrpo.trainer.monitoring.metrics import StepPrinter
 
-        from flowgrpo.trainer.monitoring.metrics import console_line
-
-        self.enabled, self.on_step, self.line, self.tqdm = enabled, on_step, console_line, tqdm
-        self.bar = (
-            tqdm(total=total, initial=initial, desc="train", unit="step") if enabled else None
-        )
-
-    def __call__(self, metrics: dict) -> None:
-        if self.bar is not None:
-            self.tqdm.write(self.line(metrics))
-            self.bar.update(1)
-        if self.on_step is not None:
-            self.on_step(metrics)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.close()
+    bar = tqdm(total=total, initial=initial, desc="train", unit="step", disable=not progress)
+    return StepPrinter(bar, lines=progress, on_step=on_step)
 
 
 def evaluate(

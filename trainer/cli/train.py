@@ -8,7 +8,6 @@ from typing import NoReturn
 
 import click
 import yaml
-from tqdm import tqdm
 
 from flowgrpo.configuration import ConfigError, to_dict
 from flowgrpo.trainer.cli.common import console_logging, fail, is_quiet, progress, status
@@ -64,7 +63,7 @@ def train_command(
     from flowgrpo.trainer.loop.checkpoint import CheckpointError
     from flowgrpo.trainer.loop.interrupt import AbortOnSignal, RunAbandoned
     from flowgrpo.trainer.loop.trainer import Trainer
-    from flowgrpo.trainer.monitoring.metrics import RunFileError, console_line
+    from flowgrpo.trainer.monitoring.metrics import RunFileError, StepPrinter
 
     status(f"run directory: {cfg.logging.output_dir}")
     status(f"loading model {cfg.model.name_or_path!r} ...")
@@ -79,20 +78,12 @@ def train_command(
         fail(f"stopped by {name} while setting up (loading the model): nothing trained or "
              "saved", code)  # fmt: skip
     bar = progress(total=cfg.optim.max_steps, initial=trainer.step, desc="train", unit="step")
-
-    def on_step(metrics: dict) -> None:
-        bar.update(1)
-        if not is_quiet():
-            tqdm.write(console_line(metrics))
-
-    trainer.on_step = on_step
     resume_cmd = resume_command(config_path, overrides, max_steps, trainer.run_dir)
     try:
-        result = trainer.train()
+        with StepPrinter(bar, lines=not is_quiet()) as trainer.on_step:
+            result = trainer.train()
     except (CheckpointError, RunFileError) as exc:  # disk full: the message names the file
-        bar.close()
         fail(f"{exc}\nresume with: {resume_cmd}", 1)
-    bar.close()
     report_result(result, resume_cmd)
 
 

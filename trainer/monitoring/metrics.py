@@ -324,3 +324,26 @@ def console_line(m: dict) -> str:
     ) + "".join(  # plugins' metrics hooks add their part (flowgrpo.metrics_hooks)
         hook.console(m) for hook in map(METRICS_HOOKS.get, METRICS_HOOKS.names()) if hook.console
     )
+
+
+class StepPrinter:
+    """A run's ``on_step`` for the front ends (``flowgrpo train``, ``flowgrpo.train``): each
+    step's :func:`console_line` (through tqdm, so ``bar`` stays below the lines) when ``lines``,
+    one tick of ``bar`` (a tqdm bar, possibly disabled), then the caller's own ``on_step``.
+    Closes the bar on leaving a ``with`` block."""
+
+    def __init__(self, bar, lines: bool, on_step=None) -> None:
+        self.bar, self.lines, self.on_step = bar, lines, on_step
+
+    def __call__(self, metrics: dict) -> None:
+        if self.lines:
+            self.bar.write(console_line(metrics))
+        self.bar.update(1)
+        if self.on_step is not None:
+            self.on_step(metrics)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.close()
