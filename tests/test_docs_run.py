@@ -155,11 +155,8 @@ def _load(block: Block, cwd: Path) -> None:
         assert load_task(f"jsonl:{path}"), block.name
 
 
-@pytest.mark.parametrize(
-    "block",
-    [b for b in BLOCKS if b.mark is None and not shown_from_a_file(b)],
-    ids=lambda b: b.name,
-)
+@pytest.mark.slow
+@pytest.mark.parametrize("block", RUN, ids=lambda b: b.name)
 def test_the_block_runs_as_written(block, workdir):
     if block.lang == "console":
         return _console(block, workdir)
