@@ -49,6 +49,9 @@ class RolloutConfig:
         dynamic_sampling: drop zero-variance groups from the update and replace them with fresh
             problems (DAPO, arXiv 2503.14476), std-based.
         max_resample_rounds: bound on replacement rounds per step.
+        resample: what a replacement round samples: ``fresh`` problems (DAPO) or the ``same``
+            problems whose groups tied, at the tie temperature whenever a group tied (a
+            screening option of issue 40: research/RECORD.md).
         tie_temperature: the sampling temperature of the replacement rounds of a step whose
             every group tied (no informative group: a collapsed policy writes one workflow K
             times, and resampling it at its own temperature draws the same again). The groups
@@ -80,6 +83,7 @@ class RolloutConfig:
     cache_max_entries: int = 200_000
     dynamic_sampling: bool = True
     max_resample_rounds: int = 1
+    resample: Literal["fresh", "same"] = "fresh"
     tie_temperature: float | None = None
     tie_temperature_step: float = 0.0
     max_tie_temperature: float = 4.0

@@ -222,7 +222,12 @@ def collect(
     ``first`` tied (None: the step's own). Every group tied = the policy wrote one answer per
     problem, so a round at the same temperature draws it again (the deadlock); a hotter round
     samples the alternatives the policy still gives mass to, and the groups it keeps carry a
-    reward difference again (Polaris-style exploration, An et al. 2025)."""
+    reward difference again (Polaris-style exploration, An et al. 2025).
+
+    ``rollout.resample: same``: the rounds redraw the tied groups' own problems, at the tie
+    temperature whenever a group tied (the same problem at the same temperature mostly draws the
+    same workflow again), so a problem whose group tied is compared against the alternatives
+    for *that* problem instead of being replaced by another problem."""
     r, estimator = env.config.rollout, env.config.algorithm.advantage
     groups = len(first.rollout.problems)
     keep = informative_groups(first.table, estimator) if r.dynamic_sampling else list(range(groups))
@@ -230,10 +235,13 @@ def collect(
     missing, rounds, resampled = groups - len(keep), 0, 0
     tokens, gen_s, score_s = int(first.rollout.mask_NT.sum()), first.rollout.seconds, 0.0
     score_s += first.score_seconds
-    hot = tie_temperature if r.dynamic_sampling and not keep else None
+    same = r.resample == "same"
+    hot = tie_temperature if r.dynamic_sampling and (not keep or same) else None
+    tied = [p for i, p in enumerate(first.rollout.problems) if i not in keep]
     while r.dynamic_sampling and missing > 0 and rounds < r.max_resample_rounds:
-        extra = sample_and_score(env, draw(missing), hot)
+        extra = sample_and_score(env, tied if same else draw(missing), hot)
         good = informative_groups(extra.table, estimator)
+        tied = [p for i, p in enumerate(extra.rollout.problems) if i not in good]
         if good:
             parts.append(select_groups(extra, good))
         missing, rounds = missing - len(good), rounds + 1

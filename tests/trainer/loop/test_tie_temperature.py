@@ -184,3 +184,34 @@ def test_the_tie_temperature_warns_only_when_sampling_is_unconstrained(
     with caplog.at_level("WARNING", logger=setup.__name__):
         setup.check_run_folder(cfg, tmp_path / "run", False, False)
     assert ("hot samples write more prose" in caplog.text) == warned
+
+
+def test_resample_same_redraws_the_tied_problem_hot_beside_an_informative_group(
+    tmp_path, monkeypatch
+):
+    """rollout.resample=same (issue 40's screening option): group 0 tied, group 1 did not; the
+    one replacement round samples group 0's own problem (not a fresh one) at the tie
+    temperature, and the kept groups train at it."""
+    fake, calls = text_rollout(lambda g: [TIED, SIGNAL, SIGNAL][g]), []
+
+    def spy_rollout(model, tokenizer, problems, group_size, temperature, *args, **kwargs):
+        calls.append(([p.id for p in problems], temperature))
+        return fake(model, tokenizer, problems, group_size, temperature, *args, **kwargs)
+
+    monkeypatch.setattr(step_mod, "generate_rollout", spy_rollout)
+    cfg = load_config(
+        "configs/tiny.yaml",
+        (f"logging.output_dir={tmp_path}", "optim.max_steps=1", FREE,
+         "rollout.tie_temperature=1.6", "rollout.resample=same"),
+    )  # fmt: skip
+    Trainer(cfg, executor=ScriptedBackend(lambda request: "5")).train()
+    (first, t0), (again, t1) = calls
+    assert len(first) == 2 and again == first[:1]  # the tied problem itself
+    assert (t0, t1) == pytest.approx((0.8, 1.6))
+    line = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
+    assert line["kept_groups"] == 2 and line["resample_temperature"] == pytest.approx(1.6)
+
+
+def test_resample_must_name_a_known_kind():
+    with pytest.raises(ConfigError, match=r"rollout\.resample: .*fresh, same"):
+        load_config("configs/tiny.yaml", ("rollout.resample=again",))
