@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from flowgrpo.dsl.validate import Problem, Report
 
 
 def report_to_dict(report: Report) -> dict:
     """A JSON-ready dict of a report (the AST is represented by its canonical text)."""
-
-    def problem(p: Problem) -> dict:
-        return {
-            "code": p.code,
-            "message": p.message,
-            "line": p.line,
-            "column": p.column,
-            "hint": p.hint,
-        }
 
     return {
         "text": report.text,
@@ -25,8 +18,8 @@ def report_to_dict(report: Report) -> dict:
         "features": sorted(report.features),
         "operators": list(report.operators),
         "calls": report.calls,
-        "errors": [problem(p) for p in report.errors],
-        "warnings": [problem(p) for p in report.warnings],
+        "errors": [dataclasses.asdict(p) for p in report.errors],
+        "warnings": [dataclasses.asdict(p) for p in report.warnings],
     }
 
 

@@ -37,7 +37,7 @@ def regret_of(run_dir: Path):
     if sim is None:
         return None
     return lambda text: (
-        regret(text, sim.params, UNIFORM_MIX, limits=sim.limits, **sim.weights).regret
+        regret(text, sim.params, UNIFORM_MIX, limits=sim.limits, tradeoff=sim.tradeoff).regret
     )
 
 

@@ -35,8 +35,8 @@ def kind_trajectory(sim, problems: dict, rows: list[dict], window: int) -> dict:
     ``b * window + 1 .. (b + 1) * window``. ``problems`` maps problem id -> Problem; a row is a
     samples.jsonl line (``step``, ``problem_id``, ``canonical``, ``valid``, ``fallback``)."""
     params = sim.params
-    best = oracle(params, kind_mix(params, list(problems.values())), None, sim.limits,
-                  **sim.weights)  # fmt: skip
+    mix = kind_mix(params, list(problems.values()))
+    best = oracle(params, mix, None, sim.limits, sim.tradeoff)
     margins, firsts = (
         defaultdict(lambda: defaultdict(list)),
         defaultdict(lambda: defaultdict(Counter)),

@@ -149,12 +149,12 @@ def mode_of(top: list, sim, samples: int) -> dict:
     from flowgrpo.operators.simulation.oracle import arithmetic_mix
 
     mix = arithmetic_mix(sim.params)  # without templates: the three difficulties, equally
-    best = best_workflow(sim.params, mix, limits=sim.limits, **sim.weights)
+    best = best_workflow(sim.params, mix, limits=sim.limits, tradeoff=sim.tradeoff)
     if not top:
         return {"mode": None, "mode_share": 0.0, "mode_regret": best.reward,
                 "near_best": False, "best": best.workflow, "best_reward": best.reward}  # fmt: skip
     text, count = top[0]
-    r = regret(text, sim.params, mix, limits=sim.limits, **sim.weights)
+    r = regret(text, sim.params, mix, limits=sim.limits, tradeoff=sim.tradeoff)
     return {
         "mode": text, "mode_share": count / samples, "mode_regret": r.regret,
         "near_best": is_near(r.regret), "best": best.workflow, "best_reward": best.reward,

@@ -33,7 +33,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def one(args, world, budget: int, seed: int) -> dict:
     """One search and its exact regret against the best single workflow."""
     from flowgrpo.operators.executor import executor_limits
-    from flowgrpo.operators.simulation import analyze, expected_reward
+    from flowgrpo.operators.simulation import Tradeoff, analyze, expected_reward
     from flowgrpo.operators.simulation.oracle import arithmetic_mix, oracle
     from flowgrpo.trainer.config import load_config
     from flowgrpo.trainer.search.run import search
@@ -46,12 +46,12 @@ def one(args, world, budget: int, seed: int) -> dict:
     result = search(cfg, budget, seed=seed)
     seconds = time.perf_counter() - started
     limits = executor_limits(cfg.executor)
-    weights = {"accuracy_weight": 1.0, "cost_weight": float(world.reward_weights.get("cost", 0)),
-               "cost_max_calls": cfg.rewards.options.cost_max_calls}  # fmt: skip
+    cost = float(world.reward_weights.get("cost", 0))
+    tradeoff = Tradeoff(1.0, cost, cfg.rewards.options.cost_max_calls)
     mix = arithmetic_mix(world.params)
-    best = oracle(world.params, mix, None, limits, **weights).single
+    best = oracle(world.params, mix, None, limits, tradeoff).single
     pick = result.best.workflow
-    exact = expected_reward(analyze(pick, world.params, mix, limits), **weights)
+    exact = expected_reward(analyze(pick, world.params, mix, limits), tradeoff)
     return {"world": world.name, "budget": budget, "seed": seed, "calls": result.calls,
             "pick": pick, "measured": result.best.mean, "ci95": result.best.ci95,
             "exact": exact, "best": best.reward, "regret": best.reward - exact,

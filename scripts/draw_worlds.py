@@ -32,6 +32,7 @@ import yaml
 from flowgrpo.dsl import DEFAULT_MAX_CALLS
 from flowgrpo.operators.executor import ExecutorConfig, executor_limits
 from flowgrpo.operators.simulation.oracle import arithmetic_mix, oracle
+from flowgrpo.operators.simulation.space import Tradeoff
 from flowgrpo.operators.simulation.worlds import world_from_dict
 from flowgrpo.operators.tasks.arithmetic import TEMPLATES
 
@@ -127,7 +128,7 @@ def oracle_gap(data: dict, name: str, max_calls: int) -> float:
     limits = executor_limits(ExecutorConfig(max_calls=max_calls))
     cost = float(world.reward_weights.get("cost", 0.0))
     mix = arithmetic_mix(world.params)
-    found = oracle(world.params, mix, None, limits, cost_weight=cost, cost_max_calls=max_calls)
+    found = oracle(world.params, mix, None, limits, Tradeoff(1.0, cost, max_calls))
     return found.gap
 
 

@@ -29,7 +29,7 @@ from flowgrpo.dsl import DEFAULT_MAX_CALLS
 from flowgrpo.operators.executor import ExecutorConfig, executor_limits
 from flowgrpo.operators.simulation import analyze
 from flowgrpo.operators.simulation.oracle import arithmetic_mix, oracle, writable_space
-from flowgrpo.operators.simulation.space import expected_reward, workflow_space
+from flowgrpo.operators.simulation.space import Tradeoff, expected_reward, workflow_space
 from flowgrpo.operators.simulation.worlds import load_world
 
 NEAR = 0.02
@@ -61,24 +61,21 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def scored(world, args):
-    """(limits, reward weights, candidates, the Oracle) of ``world``."""
+    """(limits, reward trade-off, candidates, the Oracle) of ``world``."""
     limits = executor_limits(ExecutorConfig(max_calls=args.max_calls))  # the one builder
-    weights = {
-        "accuracy_weight": args.accuracy_weight,
-        "cost_weight": float(world.reward_weights.get("cost", 0.0)),
-        "cost_max_calls": args.cost_max_calls or args.max_calls,
-    }
+    cost = float(world.reward_weights.get("cost", 0.0))
+    tradeoff = Tradeoff(args.accuracy_weight, cost, args.cost_max_calls or args.max_calls)
     space = writable_space(limits) if args.space == "writable" else workflow_space()
-    best = oracle(world.params, arithmetic_mix(world.params), space, limits, **weights)
-    return limits, weights, space, best
+    best = oracle(world.params, arithmetic_mix(world.params), space, limits, tradeoff)
+    return limits, tradeoff, space, best
 
 
 def row(world, args) -> tuple[str, object]:
     """The world's line of the main table, and its Oracle (for the per-kind table)."""
-    limits, weights, space, best = scored(world, args)
+    limits, tradeoff, space, best = scored(world, args)
     single = best.single
     mix, params = best.mix, world.params
-    rewards = [expected_reward(analyze(t, params, mix, limits), **weights) for t in space]
+    rewards = [expected_reward(analyze(t, params, mix, limits), tradeoff) for t in space]
     near = sum(r >= single.reward - NEAR for r in rewards)
     line = (
         f"| {world.name} | {world.summary} | `{single.workflow}` | {single.stats.accuracy:.3f} | "

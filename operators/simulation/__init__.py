@@ -6,7 +6,7 @@ or votes with the documented probabilities of :class:`SimulationParams`, and its
 through the real interpreter, sandbox and checkers. Because the rules are known, this package
 computes, for any valid math workflow:
 
-* :func:`analyze` / :func:`expected_accuracy` / :func:`expected_calls`: exact, by propagating
+* :func:`analyze`: a workflow's accuracy and calls, exact, by propagating
   a distribution over an abstract state through the AST (interpreter semantics, call budget
   included);
 * :func:`best_workflow` over a documented finite space (:func:`workflow_space`) and
@@ -22,13 +22,13 @@ from flowgrpo.operators.simulation.analytic import (
     Difficulty,
     WorkflowStats,
     analyze,
-    expected_accuracy,
-    expected_calls,
 )
 from flowgrpo.operators.simulation.params import DIFFICULTIES, Probs, SimulationParams
 from flowgrpo.operators.simulation.space import (
+    ACCURACY,
     Best,
     Regret,
+    Tradeoff,
     best_workflow,
     expected_reward,
     regret,
@@ -36,17 +36,17 @@ from flowgrpo.operators.simulation.space import (
 )
 
 __all__ = [
+    "ACCURACY",
     "DIFFICULTIES",
     "Best",
     "Difficulty",
     "Probs",
     "Regret",
     "SimulationParams",
+    "Tradeoff",
     "WorkflowStats",
     "analyze",
     "best_workflow",
-    "expected_accuracy",
-    "expected_calls",
     "expected_reward",
     "regret",
     "workflow_space",

@@ -153,26 +153,6 @@ def analyze(
     )
 
 
-def expected_accuracy(
-    workflow: Workflow | str,
-    params: SimulationParams | None = None,
-    difficulty: Difficulty = "medium",
-    limits: Limits | None = None,
-) -> float:
-    """Probability that ``workflow`` answers a problem of ``difficulty`` right (exact)."""
-    return analyze(workflow, params, difficulty, limits).accuracy
-
-
-def expected_calls(
-    workflow: Workflow | str,
-    params: SimulationParams | None = None,
-    difficulty: Difficulty = "medium",
-    limits: Limits | None = None,
-) -> float:
-    """Expected number of executor LLM calls of ``workflow`` (exact)."""
-    return analyze(workflow, params, difficulty, limits).expected_calls
-
-
 #: The static bound of the workflows the analysis (and the space of issue 13) takes: 20
 #: worst-case operator calls, the DSL's default before the one call budget, kept so the recorded
 #: regrets reproduce. It admits workflows above a run's budget (12 by default): the analysis
@@ -489,4 +469,4 @@ def _merged(s: _S, first, n: int, c: int, calls, track: bool, ctx: _Ctx) -> _S:
     return after._replace(calls=done)
 
 
-__all__ = ["Difficulty", "WorkflowStats", "analyze", "expected_accuracy", "expected_calls"]
+__all__ = ["Difficulty", "WorkflowStats", "analyze"]

@@ -27,10 +27,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from flowgrpo.dsl import DEFAULT_MAX_CALLS
 from flowgrpo.metrics_hooks import MetricsHook
 from flowgrpo.operators.interpreter import Limits
-from flowgrpo.operators.simulation import SimulationParams, analyze, regret
+from flowgrpo.operators.simulation import ACCURACY, SimulationParams, Tradeoff, analyze, regret
 from flowgrpo.operators.simulation.settings import simulation_settings
 
 SIM_KEYS = (
@@ -50,23 +49,12 @@ class RegretSettings:
     Attributes:
         params: the simulated executor's parameters (``executor.options.params``).
         limits: the run's executor limits (the call budget changes what a workflow achieves).
-        accuracy_weight / cost_weight / cost_max_calls: the expected reward the best workflow
-            maximises (see the module docstring).
+        tradeoff: the expected reward the best workflow maximises (see the module docstring).
     """
 
     params: SimulationParams
     limits: Limits
-    accuracy_weight: float = 1.0
-    cost_weight: float = 0.0
-    cost_max_calls: int = DEFAULT_MAX_CALLS
-
-    @property
-    def weights(self) -> dict:
-        return {
-            "accuracy_weight": self.accuracy_weight,
-            "cost_weight": self.cost_weight,
-            "cost_max_calls": self.cost_max_calls,
-        }
+    tradeoff: Tradeoff = ACCURACY
 
 
 def regret_settings(config, limits: Limits) -> RegretSettings | None:
@@ -79,13 +67,8 @@ def regret_settings(config, limits: Limits) -> RegretSettings | None:
     accuracy, cost = float(weights.get("accuracy", 0.0)), float(weights.get("cost", 0.0))
     if accuracy == 0.0 and cost == 0.0:
         accuracy = 1.0
-    return RegretSettings(
-        simulation_settings(section).params,
-        limits,
-        accuracy,
-        cost,
-        config.rewards.options.cost_max_calls,
-    )
+    tradeoff = Tradeoff(accuracy, cost, config.rewards.options.cost_max_calls)
+    return RegretSettings(simulation_settings(section).params, limits, tradeoff)
 
 
 def simulation_metrics(
@@ -112,10 +95,10 @@ def simulation_metrics(
         return dict.fromkeys(SIM_KEYS)
     if len(workflows) != len(difficulties):
         raise ValueError(f"{len(workflows)} workflows but {len(difficulties)} difficulties")
-    p, limits, weights = settings.params, settings.limits, settings.weights
+    p, limits, tradeoff = settings.params, settings.limits, settings.tradeoff
     regrets, accuracies, best_accuracies, best, valid = [], [], [], 0, []
     for text, level in zip(workflows, difficulties):
-        r = regret(text, p, level, limits=limits, **weights)
+        r = regret(text, p, level, limits=limits, tradeoff=tradeoff)
         regrets.append(r.regret)
         own = 0.0 if r.workflow is None else analyze(r.workflow, p, level, limits).accuracy
         accuracies.append(own)

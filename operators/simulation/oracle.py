@@ -18,12 +18,18 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from flowgrpo.dsl import DEFAULT_MAX_CALLS, Workflow
+from flowgrpo.dsl import Workflow
 from flowgrpo.dsl.space import workflow_space
 from flowgrpo.operators.interpreter import DEFAULT_LIMITS, Limits
 from flowgrpo.operators.simulation.analytic import analyze
 from flowgrpo.operators.simulation.params import DIFFICULTIES, SimulationParams
-from flowgrpo.operators.simulation.space import Best, best_workflow, expected_reward
+from flowgrpo.operators.simulation.space import (
+    ACCURACY,
+    Best,
+    Tradeoff,
+    best_workflow,
+    expected_reward,
+)
 from flowgrpo.operators.tasks.arithmetic import TEMPLATES
 
 
@@ -89,29 +95,22 @@ def oracle(
     mix: Mapping[str, float],
     candidates: Iterable[Workflow | str] | None = None,
     limits: Limits | None = None,
-    accuracy_weight: float = 1.0,
-    cost_weight: float = 0.0,
-    cost_max_calls: int = DEFAULT_MAX_CALLS,
+    tradeoff: Tradeoff = ACCURACY,
 ) -> Oracle:
     """The :class:`Oracle` of ``mix`` over ``candidates``, under the run's ``limits`` and reward
     trade-off (as :func:`~.space.best_workflow`). Default candidates: :func:`writable_space`
     of ``limits``, the workflows of the simulation's space a run with that call budget can
     write (its validation refuses the others)."""
-    weights = {
-        "accuracy_weight": accuracy_weight,
-        "cost_weight": cost_weight,
-        "cost_max_calls": cost_max_calls,
-    }
     total = float(sum(mix.values()))
     if total <= 0 or any(w < 0 for w in mix.values()):
         raise ValueError(f"a mix needs weights >= 0 with a positive sum: {dict(mix)}")
     shares = {kind: w / total for kind, w in mix.items() if w > 0}
     limits = limits or DEFAULT_LIMITS
     texts = writable_space(limits) if candidates is None else tuple(candidates)
-    single = best_workflow(params, shares, texts, limits, **weights)
-    per_kind = {kind: best_workflow(params, kind, texts, limits, **weights) for kind in shares}
+    single = best_workflow(params, shares, texts, limits, tradeoff)
+    per_kind = {kind: best_workflow(params, kind, texts, limits, tradeoff) for kind in shares}
     single_by_kind = {
-        kind: expected_reward(analyze(single.workflow, params, kind, limits), **weights)
+        kind: expected_reward(analyze(single.workflow, params, kind, limits), tradeoff)
         for kind in shares
     }
     reward = sum(w * per_kind[kind].reward for kind, w in shares.items())

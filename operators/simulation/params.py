@@ -189,13 +189,7 @@ class SimulationParams:
                 continue
             value = getattr(self, f.name)
             if f.name in PER_DIFFICULTY:
-                if not isinstance(value, tuple) or len(value) != len(DIFFICULTIES):
-                    raise ValueError(
-                        f"SimulationParams.{f.name}: expected one probability per difficulty "
-                        f"{DIFFICULTIES}, got {value!r}"
-                    )
-                for level, p in zip(DIFFICULTIES, value):
-                    _check_probability(f"{f.name}[{level}]", p)
+                _check_per(f.name, value, DIFFICULTIES, "probability per difficulty")
             else:
                 _check_probability(f.name, value)
         if self.default_difficulty not in DIFFICULTIES:
@@ -224,13 +218,7 @@ class SimulationParams:
 
     def _check_latent(self) -> None:
         shares = self.latent_shares
-        if not isinstance(shares, tuple) or len(shares) != len(LATENT_CLASSES):
-            raise ValueError(
-                f"SimulationParams.latent_shares: expected one share per class {LATENT_CLASSES}, "
-                f"got {shares!r}"
-            )
-        for name, share in zip(LATENT_CLASSES, shares):
-            _check_probability(f"latent_shares[{name}]", share)
+        _check_per("latent_shares", shares, LATENT_CLASSES, "share per class")
         if abs(sum(shares) - 1.0) > 1e-9:
             raise ValueError(
                 f"SimulationParams.latent_shares: {shares} sum to {sum(shares):g}; the shares of "
@@ -397,6 +385,14 @@ def _in_class(p: float, shares: tuple[float, ...], spread: float, latent: int) -
         mean = sum(w * _sigmoid(b + t) for w, t in zip(shares, shifts))
         low, high = (b, high) if mean < p else (low, b)
     return _sigmoid(0.5 * (low + high) + shifts[latent])
+
+
+def _check_per(name: str, value, labels: tuple[str, ...], what: str) -> None:
+    """``value``: a tuple of one probability per label (a difficulty, a latent class)."""
+    if not isinstance(value, tuple) or len(value) != len(labels):
+        raise ValueError(f"SimulationParams.{name}: expected one {what} {labels}, got {value!r}")
+    for label, p in zip(labels, value):
+        _check_probability(f"{name}[{label}]", p)
 
 
 def _check_probability(name: str, value: Any) -> None:

@@ -60,17 +60,28 @@ class Regret:
     regret: float
 
 
-def expected_reward(
-    stats: WorkflowStats,
-    accuracy_weight: float = 1.0,
-    cost_weight: float = 0.0,
-    cost_max_calls: int = DEFAULT_MAX_CALLS,
-) -> float:
-    """``accuracy_weight * accuracy + cost_weight * E[cost score]``, the cost score being the
-    rewards' ``cost`` component (``1 - min(calls, cost_max_calls) / cost_max_calls``)."""
-    reward = accuracy_weight * stats.accuracy
-    if cost_weight:
-        reward += cost_weight * stats.expected_cost_score(cost_max_calls)
+@dataclass(frozen=True)
+class Tradeoff:
+    """What a workflow's exact statistics are worth as reward: ``accuracy_weight * accuracy +
+    cost_weight * E[cost score]``, the cost score being the rewards' ``cost`` component
+    (``1 - min(calls, cost_max_calls) / cost_max_calls``, :mod:`flowgrpo.rewards.components`).
+    A run's: its ``rewards.weights`` accuracy and cost and ``rewards.options.cost_max_calls``.
+    """
+
+    accuracy_weight: float = 1.0
+    cost_weight: float = 0.0
+    cost_max_calls: int = DEFAULT_MAX_CALLS
+
+
+#: Accuracy alone: the default trade-off.
+ACCURACY = Tradeoff()
+
+
+def expected_reward(stats: WorkflowStats, tradeoff: Tradeoff = ACCURACY) -> float:
+    """The expected reward of a workflow whose exact statistics are ``stats``."""
+    reward = tradeoff.accuracy_weight * stats.accuracy
+    if tradeoff.cost_weight:
+        reward += tradeoff.cost_weight * stats.expected_cost_score(tradeoff.cost_max_calls)
     return reward
 
 
@@ -79,27 +90,24 @@ def best_workflow(
     difficulty: Difficulty = "medium",
     candidates: Iterable[Workflow | str] | None = None,
     limits: Limits | None = None,
-    accuracy_weight: float = 1.0,
-    cost_weight: float = 0.0,
-    cost_max_calls: int = DEFAULT_MAX_CALLS,
+    tradeoff: Tradeoff = ACCURACY,
 ) -> Best:
     """The workflow of ``candidates`` (default :func:`workflow_space`) with the highest expected
     reward on problems of ``difficulty`` (a name or a mix); ties go to the earlier candidate."""
     texts = workflow_space() if candidates is None else tuple(_text(w) for w in candidates)
     if not texts:
         raise ValueError("best_workflow needs at least one candidate workflow")
-    weights = (accuracy_weight, cost_weight, cost_max_calls)
     limits = limits or DEFAULT_LIMITS
-    return _best(texts, params or SimulationParams(), _key(difficulty), limits, weights)
+    return _best(texts, params or SimulationParams(), _key(difficulty), limits, tradeoff)
 
 
 @lru_cache(maxsize=256)
-def _best(texts: tuple[str, ...], params, difficulty, limits: Limits, weights) -> Best:
+def _best(texts: tuple[str, ...], params, difficulty, limits: Limits, tradeoff) -> Best:
     mix = dict(difficulty) if isinstance(difficulty, tuple) else difficulty
     best: tuple[float, str, WorkflowStats] | None = None
     for text in texts:
         stats = analyze(text, params, mix, limits)
-        reward = expected_reward(stats, *weights)
+        reward = expected_reward(stats, tradeoff)
         if best is None or reward > best[0] + 1e-12:
             best = (reward, text, stats)
     assert best is not None
@@ -112,9 +120,7 @@ def regret(
     difficulty: Difficulty = "medium",
     candidates: Iterable[Workflow | str] | None = None,
     limits: Limits | None = None,
-    accuracy_weight: float = 1.0,
-    cost_weight: float = 0.0,
-    cost_max_calls: int = DEFAULT_MAX_CALLS,
+    tradeoff: Tradeoff = ACCURACY,
 ) -> Regret:
     """Best expected reward (:func:`best_workflow`) minus ``workflow``'s.
 
@@ -125,17 +131,12 @@ def regret(
     budget changes what a workflow achieves.
     """
     params = params or SimulationParams()
-    weights = {
-        "accuracy_weight": accuracy_weight,
-        "cost_weight": cost_weight,
-        "cost_max_calls": cost_max_calls,
-    }
-    best = best_workflow(params, difficulty, candidates, limits, **weights)
+    best = best_workflow(params, difficulty, candidates, limits, tradeoff)
     report = validate(workflow, domain="math") if workflow is not None else None
     if report is None or not report.ok:
         return Regret(None, 0.0, best.workflow, best.reward, best.reward)
     text = report.canonical
-    own = expected_reward(analyze(text, params, difficulty, limits), **weights)
+    own = expected_reward(analyze(text, params, difficulty, limits), tradeoff)
     if own > best.reward:
         return Regret(text, own, text, own, 0.0)
     return Regret(text, own, best.workflow, best.reward, best.reward - own)
@@ -152,11 +153,13 @@ def _key(difficulty: Difficulty):
 
 
 __all__ = [
+    "ACCURACY",
     "ENSEMBLERS",
     "GENERATORS",
     "TAILS",
     "Best",
     "Regret",
+    "Tradeoff",
     "best_workflow",
     "expected_reward",
     "regret",

@@ -131,14 +131,24 @@ def _divisor(rng: random.Random, value: int, low: int = 2, high: int = 12) -> in
 Template = Callable[[random.Random, int], tuple[list[str], Term]]
 
 
+def _opening(
+    rng: random.Random, k: int, chance: float, pair: tuple[tuple[int, int], ...], plain
+) -> tuple[Term, tuple[int, int] | None]:
+    """A story's first quantity: with ``k >= 2``, a product of two numbers drawn from the
+    ``pair`` ranges with probability ``chance`` (one operation: the pair is returned for the
+    text), else one number drawn from ``plain`` (no pair)."""
+    if k >= 2 and rng.random() < chance:
+        a, b = rng.randint(*pair[0]), rng.randint(*pair[1])
+        return combine(num(a), "*", num(b)), (a, b)
+    return num(rng.randint(*plain)), None
+
+
 def _shopping(rng: random.Random, k: int) -> tuple[list[str], Term]:
     name, he, his = _person(rng)
-    if k >= 2 and rng.random() < 0.4:
-        rate, hours = rng.randint(6, 25), rng.randint(2, 9)
-        term = combine(num(rate), "*", num(hours))
-        said = [f"{name} earns ${rate} an hour and works {hours} hours."]
+    term, pair = _opening(rng, k, 0.4, ((6, 25), (2, 9)), (20, 300))
+    if pair:
+        said = [f"{name} earns ${pair[0]} an hour and works {pair[1]} hours."]
     else:
-        term = num(rng.randint(20, 300))
         said = [f"{name} has ${term.value}."]
     saved = gifted = False
     while term.ops < k:
@@ -181,12 +191,10 @@ def _shopping(rng: random.Random, k: int) -> tuple[list[str], Term]:
 def _sharing(rng: random.Random, k: int) -> tuple[list[str], Term]:
     name, he, _ = _person(rng)
     treat = rng.choice(_TREATS)
-    if k >= 2 and rng.random() < 0.6:
-        trays, per = rng.randint(2, 9), rng.randint(4, 24)
-        term = combine(num(trays), "*", num(per))
-        said = [f"{name} bakes {trays} trays of {treat} with {per} {treat} on each tray."]
+    term, pair = _opening(rng, k, 0.6, ((2, 9), (4, 24)), (12, 240))
+    if pair:
+        said = [f"{name} bakes {pair[0]} trays of {treat} with {pair[1]} {treat} on each tray."]
     else:
-        term = num(rng.randint(12, 240))
         said = [f"{name} has {term.value} {treat}."]
     while term.ops < k - 1:
         if k - 1 - term.ops >= 2 and rng.random() < 0.4:

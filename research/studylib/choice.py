@@ -39,8 +39,8 @@ def choice_report(sim, problems: Sequence, workflows: Sequence[str | None], k: i
     """
     if len(workflows) != len(problems) * k:
         raise ValueError(f"{len(workflows)} workflows for {len(problems)} problems x {k}")
-    params, limits, weights = sim.params, sim.limits, sim.weights
-    best = oracle(params, kind_mix(params, problems), None, limits, **weights)
+    params, limits = sim.params, sim.limits
+    best = oracle(params, kind_mix(params, problems), None, limits, sim.tradeoff)
     kinds = [params.kind_of(p) for p in problems for _ in range(k)]
 
     reward = partial(exact_reward, sim)  # (workflow, kind) -> exact expected reward
@@ -75,7 +75,7 @@ def exact_reward(sim, workflow: str | None, kind: str) -> float:
     fallback or an invalid workflow, as the rewards give it)."""
     if workflow is None:
         return 0.0
-    return expected_reward(analyze(workflow, sim.params, kind, sim.limits), **sim.weights)
+    return expected_reward(analyze(workflow, sim.params, kind, sim.limits), sim.tradeoff)
 
 
 def _by_kind(workflows, kinds, best, reward) -> dict:

@@ -19,9 +19,9 @@ from flowgrpo.operators.interpreter import Limits, run_workflows
 from flowgrpo.operators.llm import GenerationRequest, Message, RequestContext
 from flowgrpo.operators.simulation import (
     SimulationParams,
+    Tradeoff,
     analyze,
     best_workflow,
-    expected_accuracy,
     regret,
     workflow_space,
 )
@@ -161,7 +161,7 @@ def test_the_mean_over_repeats_estimates_the_exact_accuracy():
         [(wf, problem)] * n, SimulatedExecutor(params, seed=3), repeats=list(range(n))
     )
     share = sum(r.correct for r in results) / n
-    exact = expected_accuracy(wf, params, "hard")
+    exact = analyze(wf, params, "hard").accuracy
     assert abs(share - exact) < 4 * (exact * (1 - exact) / n) ** 0.5, (share, exact)
 
 
@@ -305,8 +305,8 @@ def test_analysis_equals_enumeration_on_random_workflows():
 
 def test_better_by_construction_scores_higher_analytically():
     for level in ("easy", "medium", "hard"):
-        good = expected_accuracy("Programmer -> Review ? Revise : done", difficulty=level)
-        assert good > expected_accuracy("Custom", difficulty=level) + 0.1
+        good = analyze("Programmer -> Review ? Revise : done", difficulty=level).accuracy
+        assert good > analyze("Custom", difficulty=level).accuracy + 0.1
 
 
 def test_best_workflow_and_regret():
@@ -315,7 +315,7 @@ def test_best_workflow_and_regret():
     assert best.workflow == "Programmer -> Review ? Revise : done"
     assert regret(best.workflow, difficulty="medium", candidates=candidates).regret == 0.0
     worse = regret("Custom", difficulty="medium", candidates=candidates)
-    assert worse.regret == pytest.approx(best.reward - expected_accuracy("Custom"))
+    assert worse.regret == pytest.approx(best.reward - analyze("Custom").accuracy)
     assert regret(None, candidates=candidates).regret == pytest.approx(best.reward)
     invalid = regret("Revise -> Custm", candidates=candidates)  # scores 0, like the reward
     assert invalid.workflow is None and invalid.regret == pytest.approx(best.reward)
@@ -323,7 +323,7 @@ def test_best_workflow_and_regret():
     outside = "[Programmer, Programmer, Programmer] -> ScEnsemble"
     assert regret(outside, candidates=candidates).regret == 0.0
     # more calls cost more when the reward has a cost component
-    cheap = best_workflow(candidates=candidates, cost_weight=5.0)
+    cheap = best_workflow(candidates=candidates, tradeoff=Tradeoff(cost_weight=5.0))
     assert cheap.workflow == "Programmer"
 
 
@@ -333,4 +333,4 @@ def test_space_is_finite_valid_and_its_best_beats_single_operators():
     best = best_workflow(difficulty={"easy": 1, "medium": 1, "hard": 1})
     for single in ("Custom", "AnswerGenerate", "Programmer"):
         mix = {"easy": 1, "medium": 1, "hard": 1}
-        assert best.reward > expected_accuracy(single, difficulty=mix) + 0.03
+        assert best.reward > analyze(single, difficulty=mix).accuracy + 0.03

@@ -11,7 +11,7 @@ import pytest
 from flowgrpo.dsl import count_calls, validate
 from flowgrpo.operators.backends.simulated import SimulatedExecutor
 from flowgrpo.operators.interpreter import Limits, run_workflows
-from flowgrpo.operators.simulation import SimulationParams, analyze
+from flowgrpo.operators.simulation import SimulationParams, Tradeoff, analyze
 from flowgrpo.operators.simulation.exact import simulated_sandbox
 from flowgrpo.operators.simulation.oracle import (
     arithmetic_mix,
@@ -119,7 +119,7 @@ def test_the_oracle_against_a_hand_computed_table():
     a, b = "Custom", "Programmer"
     mix = {"hard/rates": 1.0, "hard": 3.0}
     table = {
-        (w, k): expected_reward(analyze(w, PARAMS, k), cost_weight=0.5, cost_max_calls=12)
+        (w, k): expected_reward(analyze(w, PARAMS, k), Tradeoff(1.0, 0.5, 12))
         for w in (a, b)
         for k in mix
     }
@@ -127,7 +127,7 @@ def test_the_oracle_against_a_hand_computed_table():
     single = max(single_reward, key=single_reward.get)
     best_per_kind = {k: max(table[a, k], table[b, k]) for k in mix}
     oracle_reward = (best_per_kind["hard/rates"] + 3 * best_per_kind["hard"]) / 4
-    got = oracle(PARAMS, mix, [a, b], Limits(), cost_weight=0.5, cost_max_calls=12)
+    got = oracle(PARAMS, mix, [a, b], Limits(), Tradeoff(1.0, 0.5, 12))
     assert got.single.workflow == single == b
     assert got.per_kind["hard/rates"].workflow == a and got.per_kind["hard"].workflow == b
     assert got.reward == pytest.approx(oracle_reward)

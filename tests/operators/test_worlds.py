@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from flowgrpo.operators.interpreter import Limits
-from flowgrpo.operators.simulation import SimulationParams, best_workflow
+from flowgrpo.operators.simulation import SimulationParams, Tradeoff, best_workflow
 from flowgrpo.operators.simulation.oracle import arithmetic_mix, oracle
 from flowgrpo.operators.simulation.worlds import load_world, world_from_dict
 
@@ -15,7 +15,9 @@ MIX = {"easy": 1, "medium": 1, "hard": 1}
 
 def _best(world):
     cost = world.reward_weights.get("cost", 0.0)
-    return best_workflow(world.params, MIX, limits=Limits(max_llm_calls=12), cost_weight=cost)
+    return best_workflow(
+        world.params, MIX, limits=Limits(max_llm_calls=12), tradeoff=Tradeoff(cost_weight=cost)
+    )
 
 
 FIXED = {"default", "review-loops", "answer-ensembles", "cheap"}
@@ -53,8 +55,8 @@ def _oracle(name):
     world = load_world(WORLDS / f"{name}.yaml")
     cost = world.reward_weights.get("cost", 0.0)
     limits = Limits(max_llm_calls=12)
-    return oracle(world.params, arithmetic_mix(world.params), None, limits, cost_weight=cost,
-                  cost_max_calls=12)  # fmt: skip
+    return oracle(world.params, arithmetic_mix(world.params), None, limits,
+                  Tradeoff(1.0, cost, 12))  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(FIXED))

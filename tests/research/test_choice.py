@@ -7,7 +7,7 @@ import pytest
 from studylib.choice import choice_report, choice_table
 
 from flowgrpo.operators.interpreter import Limits
-from flowgrpo.operators.simulation import SimulationParams, analyze, expected_reward
+from flowgrpo.operators.simulation import SimulationParams, Tradeoff, analyze, expected_reward
 from flowgrpo.operators.simulation.metrics import RegretSettings
 from flowgrpo.operators.simulation.oracle import writable_space
 from flowgrpo.operators.tasks.base import Problem
@@ -15,7 +15,7 @@ from flowgrpo.operators.tasks.base import Problem
 PARAMS = SimulationParams.from_dict(
     {"templates": {"rates": {"programmer_correct": [0.45, 0.35, 0.25]}}}
 )
-SIM = RegretSettings(PARAMS, Limits(max_llm_calls=12), 1.0, 0.0, 12)
+SIM = RegretSettings(PARAMS, Limits(max_llm_calls=12), Tradeoff(1.0, 0.0, 12))
 PROBLEMS = [
     Problem("p0", "math", "q0", "1", meta={"difficulty": "hard", "template": "rates"}),
     Problem("p1", "math", "q1", "1", meta={"difficulty": "hard", "template": "shopping"}),
@@ -25,7 +25,7 @@ P3 = "[Programmer, Programmer, Programmer] -> ScEnsemble"
 
 
 def r(workflow, kind):
-    return expected_reward(analyze(workflow, PARAMS, kind, SIM.limits), 1.0, 0.0, 12)
+    return expected_reward(analyze(workflow, PARAMS, kind, SIM.limits), SIM.tradeoff)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,14 @@ from __future__ import annotations
 import click
 
 from flowgrpo.dsl import DOMAINS
-from flowgrpo.trainer.cli.common import DEVICE_HELP, DTYPES, config_options, output_options
+from flowgrpo.trainer.cli.common import (
+    DEVICE_HELP,
+    DTYPES,
+    config_options,
+    count_option,
+    file_option,
+    output_options,
+)
 from flowgrpo.trainer.cli.dsl import run_workflow_command, validate_command
 from flowgrpo.trainer.cli.evaluate import eval_command
 from flowgrpo.trainer.cli.export import export_command
@@ -76,11 +83,10 @@ def main() -> None:
     type=click.Choice(DOMAINS),
     help="Check operators against this problem domain's allowed set.",
 )
-@click.option(
+@file_option(
     "--operators",
     "operators_file",
-    type=click.Path(dir_okay=False),
-    help="YAML/JSON operator table (name, role, domains, description): a list adds to the "
+    "YAML/JSON operator table (name, role, domains, description): a list adds to the "
     "AFlow set; {extends: none, operators: [...]} replaces it.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per input.")
@@ -131,9 +137,7 @@ def model_options(source: str, what: str):
     show_default=True,
     help="arithmetic[:easy|medium|hard], gsm8k:PATH, mbpp:PATH or humaneval.",
 )
-@click.option(
-    "--n", "n", default=3, show_default=True, type=click.IntRange(min=1), help="Number of problems."
-)
+@count_option("--n", "Number of problems.", 3)
 @click.option(
     "--split",
     default="test",
@@ -206,7 +210,7 @@ def run_cmd(**options) -> None:
     "YAML config (default: the embedded CPU default; see configs/).",
     "--set rollout.num_generations=16",
 )
-@click.option("--max-steps", type=click.IntRange(min=1), help="Shortcut for optim.max_steps.")
+@count_option("--max-steps", "Shortcut for optim.max_steps.")
 @click.option("--output-dir", help="Shortcut for logging.output_dir (the run directory).")
 @click.option(
     "--resume",
@@ -258,7 +262,7 @@ def train_cmd(config_path, overrides, max_steps, output_dir, resume, overwrite, 
     type=click.Path(file_okay=False),
     help="A new folder for the adapter (and its config.yaml).",
 )
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Also write the summary.")
+@file_option("--json", "json_out", "Also write the summary.")
 @output_options
 def sft_cmd(config_path, overrides, out, json_out) -> None:
     """Format SFT: teach a fresh LoRA adapter to write the workflow DSL, to start RL from.
@@ -295,27 +299,14 @@ def diagnose_cmd(run_dir, as_json, no_plots) -> None:
 
 @main.command("analyze")
 @click.argument("run_dir", required=False, type=click.Path(file_okay=False))
-@click.option(
-    "--samples",
-    "samples_file",
-    type=click.Path(dir_okay=False),
-    help="Any JSONL file with a completion text field (instead of RUN_DIR).",
+@file_option(
+    "--samples", "samples_file", "Any JSONL file with a completion text field (instead of RUN_DIR)."
 )
 @click.option(
     "--field", default="completion", show_default=True, help="Name of the completion text field."
 )
-@click.option(
-    "--top",
-    default=10,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="How many of the most frequent workflows to list.",
-)
-@click.option(
-    "--window",
-    type=click.IntRange(min=1),
-    help="Trend window in rows (default: per step when rows have 'step').",
-)
+@count_option("--top", "How many of the most frequent workflows to list.", 10)
+@count_option("--window", "Trend window in rows (default: per step when rows have 'step').")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
     "--plots",
@@ -353,29 +344,13 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
     help="arithmetic[:level] (test split), gsm8k:PATH, mbpp:PATH, humaneval or jsonl:PATH. "
     "Default: the run's rollout.task for a checkpoint (said on the console), else arithmetic.",
 )
-@click.option(
-    "--n",
-    "n",
-    default=20,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Number of held-out problems.",
-)
-@click.option(
-    "--k",
-    "k",
-    default=1,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Workflows per problem (greedy when 1; pass@k reported when > 1).",
-)
-@click.option(
+@count_option("--n", "Number of held-out problems.", 20)
+@count_option("--k", "Workflows per problem (greedy when 1; pass@k reported when > 1).", 1)
+@count_option(
     "--batch",
-    default=EvalSettings.batch,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Problems sampled in one generate call (--batch x --k rows at once): larger is "
+    "Problems sampled in one generate call (--batch x --k rows at once): larger is "
     "faster per problem and needs more memory; the distribution sampled is the same.",
+    EvalSettings.batch,
 )
 @click.option(
     "--executor",
@@ -391,11 +366,8 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
 )
 @click.option("--executor-model", help="executor.model: the openai executor's served model name.")
 @click.option("--no-execute", is_flag=True, help="Only validity/diversity; do not run workflows.")
-@click.option(
-    "--json",
-    "json_out",
-    type=click.Path(dir_okay=False),
-    help="Also write the result as JSON to this file ('-' for stdout only).",
+@file_option(
+    "--json", "json_out", "Also write the result as JSON to this file ('-' for stdout only)."
 )
 @click.option(
     "--compare",
@@ -404,10 +376,9 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
     help="Print two saved evaluations side by side and exit.",
 )
 @model_options("--adapter", "Model")
-@click.option(
+@count_option(
     "--max-new-tokens",
-    type=click.IntRange(min=1),
-    help="Workflow budget. [default: 40; with --adapter the run's rollout.max_new_tokens]",
+    "Workflow budget. [default: 40; with --adapter the run's rollout.max_new_tokens]",
 )
 @click.option(
     "--temperature",

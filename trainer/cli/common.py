@@ -39,11 +39,29 @@ def config_options(config_help: str, set_example: str):
             "--set", "overrides", multiple=True, metavar="KEY=VALUE",
             help=f"Override a config value, e.g. {set_example}. Repeatable.",
         )(fn)  # fmt: skip
-        return click.option(
-            "--config", "config_path", type=click.Path(dir_okay=False), help=config_help
-        )(fn)
+        return file_option("--config", "config_path", config_help)(fn)
 
     return apply
+
+
+def file_option(flag: str, dest: str | None, help: str):
+    """A click option naming a file (a folder there is refused by click); ``dest``: the
+    parameter's name (None: click's from the flag)."""
+    names = (flag,) if dest is None else (flag, dest)
+    return click.option(*names, type=click.Path(dir_okay=False), help=help)
+
+
+def count_option(flag: str, help: str, default: int | None = None, **kwargs):
+    """A click option that takes a whole number >= 1 (click says what is wrong otherwise);
+    its default, when it has one, is shown in --help."""
+    return click.option(
+        flag,
+        default=default,
+        show_default=default is not None,
+        type=click.IntRange(min=1),
+        help=help,
+        **kwargs,
+    )
 
 
 def output_options(command):

@@ -8,7 +8,14 @@ from pathlib import Path
 import click
 
 from flowgrpo.configuration import ConfigError
-from flowgrpo.trainer.cli.common import config_options, fail, output_options, status
+from flowgrpo.trainer.cli.common import (
+    config_options,
+    count_option,
+    fail,
+    file_option,
+    output_options,
+    status,
+)
 
 
 @click.command("search")
@@ -16,27 +23,25 @@ from flowgrpo.trainer.cli.common import config_options, fail, output_options, st
     "YAML config: its task (training problems), executor, call budget and reward weights.",
     "--set executor.kind=openai",
 )
-@click.option(
+@count_option(
     "--budget",
-    required=True,
-    type=click.IntRange(min=1),
-    help="Executor calls to spend (about; the first round runs every candidate once whatever "
+    "Executor calls to spend (about; the first round runs every candidate once whatever "
     "it costs). A training run's calls: its metrics' executor calls, summed.",
+    required=True,
 )
-@click.option(
+@file_option(
     "--candidates",
     "candidates_file",
-    type=click.Path(dir_okay=False),
-    help="Workflows to search, one per line (# comments). [default: the canonical space a run "
+    "Workflows to search, one per line (# comments). [default: the canonical space a run "
     "with executor.max_calls can write: 2,176 workflows at 12 calls; math tasks]",
 )
-@click.option("--top", default=10, show_default=True, type=click.IntRange(min=1))
+@count_option("--top", "How many of the best workflows to print.", 10)
 @click.option("--seed", default=0, show_default=True, help="Order of the training problems.")
-@click.option("--out", type=click.Path(dir_okay=False), help="Write the search as JSON here.")
-@click.option(
+@file_option("--out", None, "Write the search as JSON here.")
+@file_option(
     "--sft-pairs",
-    type=click.Path(dir_okay=False),
-    help="Write {question, workflow} pairs of the best workflow here (sft.data: jsonl:PATH).",
+    None,
+    "Write {question, workflow} pairs of the best workflow here (sft.data: jsonl:PATH).",
 )
 @output_options
 def search_cmd(config_path, overrides, budget, candidates_file, top, seed, out, sft_pairs):

@@ -250,7 +250,7 @@ def collect(
         gen_s, score_s = gen_s + extra.rollout.seconds, score_s + extra.score_seconds
     train = concat_scored(parts) if parts else None
     kept = 0 if train is None else len(train.rollout.problems)
-    return Collected(first, train, kept, resampled, tokens, gen_s, score_s, hot)
+    return Collected(first, train, kept, resampled, tokens, gen_s, score_s, hot if rounds else None)
 
 
 def untrained(first: Scored) -> Collected:

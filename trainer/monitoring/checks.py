@@ -42,12 +42,13 @@ def _tail(history: Sequence[Mapping], n: int) -> list[Mapping] | None:  # None: 
     return None if size < n else [history[i] for i in range(size - n, size)]
 
 
-def _streak(history: Sequence[Mapping], n: int, ok: Callable[[Mapping], bool]) -> bool:
-    return len(history) >= n and all(ok(history[i]) for i in range(len(history) - n, len(history)))
-
-
-def _first_step_of_streak(history: Sequence[Mapping], ok: Callable[[Mapping], bool]) -> int:
-    i = len(history) - 1
+def _streak_since(history: Sequence[Mapping], n: int, ok: Callable[[Mapping], bool]) -> int | None:
+    """The step at which the run of lines where ``ok`` holds began, when it holds for the last
+    ``n`` lines (at least); None otherwise."""
+    size = len(history)
+    if size < n or not all(ok(history[i]) for i in range(size - n, size)):
+        return None
+    i = size - 1
     while i > 0 and ok(history[i - 1]):
         i -= 1
     return _step(history, i)
@@ -109,9 +110,8 @@ def _no_signal_hint(history: Sequence[Mapping]) -> str:
 def check_deadlock(history: Sequence[Mapping], config: HealthConfig) -> Alert | None:
     """Every group had equal rewards for N steps: every advantage is 0, no gradient at all."""
     n = config.deadlock_steps
-    if not _streak(history, n, _zero_std):
+    if (since := _streak_since(history, n, _zero_std)) is None:
         return None
-    since = _first_step_of_streak(history, _zero_std)
     return Alert(
         "deadlock",
         _step(history),
@@ -171,9 +171,8 @@ def _zero_grad(line: Mapping) -> bool:
 def check_zero_grad(history: Sequence[Mapping], config: HealthConfig) -> Alert | None:
     """No learning signal at all for N steps (the reward_std = 0 deadlock seen in real runs)."""
     n = config.zero_grad_steps
-    if not _streak(history, n, _zero_grad):
+    if (since := _streak_since(history, n, _zero_grad)) is None:
         return None
-    since = _first_step_of_streak(history, _zero_grad)
     return Alert(
         "zero_grad",
         _step(history),
@@ -254,7 +253,7 @@ def check_adv_extreme(history: Sequence[Mapping], config: HealthConfig) -> Alert
 def check_fallback_high(history: Sequence[Mapping], config: HealthConfig) -> Alert | None:
     """Almost every output is prose, not a workflow, for N steps."""
     high = lambda line: (_num(line, "fallback_rate") or 0.0) > config.fallback_max  # noqa: E731
-    if not _streak(history, config.fallback_steps, high):
+    if (since := _streak_since(history, config.fallback_steps, high)) is None:
         return None
     rate = _num(history[-1], "fallback_rate")
     return Alert(
@@ -265,7 +264,7 @@ def check_fallback_high(history: Sequence[Mapping], config: HealthConfig) -> Ale
         {
             "fallback_rate": rate,
             "fallback_max": config.fallback_max,
-            "since_step": _first_step_of_streak(history, high),
+            "since_step": since,
         },
         "check the prompt and its examples (flowgrpo analyze on samples.jsonl); give the "
         "validity reward more weight; lower the learning rate; use the rollback guard",
@@ -286,7 +285,7 @@ def check_unscorable_high(history: Sequence[Mapping], config: HealthConfig) -> A
     those workflows get no accuracy or cost reward (NaN), so the run learns from validity and
     diversity alone. A missing or null rate breaks the streak."""
     high = _unscorable(config)
-    if not _streak(history, config.unscorable_steps, high):
+    if (since := _streak_since(history, config.unscorable_steps, high)) is None:
         return None
     rate = _num(history[-1], "unscorable_rate")
     return Alert(
@@ -298,7 +297,7 @@ def check_unscorable_high(history: Sequence[Mapping], config: HealthConfig) -> A
         {
             "unscorable_rate": rate,
             "unscorable_max": config.unscorable_max,
-            "since_step": _first_step_of_streak(history, high),
+            "since_step": since,
         },
         "check the executor server (executor.base_url): is it up, overloaded, rate "
         "limiting? the log's 'executor server at ... failed' warnings say why; raise "

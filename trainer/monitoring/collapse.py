@@ -396,12 +396,7 @@ class CollapseDetector:
 
     def summary(self) -> dict:
         """updates, decided, collapses and collapse_rate as a JSON-ready dict."""
-        return {
-            "updates": self.updates,
-            "decided": self.decided,
-            "collapses": self.collapses,
-            "collapse_rate": self.collapse_rate,
-        }
+        return {k: getattr(self, k) for k in ("updates", "decided", "collapses", "collapse_rate")}
 
 
 def replay(

@@ -67,7 +67,7 @@ def test_settings_follow_the_reward_weights_and_the_run_budget():
          "executor.options.params.review_detect=0.9"),
     )  # fmt: skip
     s = regret_settings(cfg, executor_limits(cfg.executor))
-    assert (s.accuracy_weight, s.cost_weight) == (1.0, 0.5)
+    assert (s.tradeoff.accuracy_weight, s.tradeoff.cost_weight) == (1.0, 0.5)
     assert s.limits.max_llm_calls == 6 and s.params.review_detect == (0.9, 0.9, 0.9)
     # with a cost weight the best is cheaper than the accuracy-only best
     cheap = simulation_metrics([None], ["medium"], s)
@@ -78,7 +78,7 @@ def test_settings_follow_the_reward_weights_and_the_run_budget():
 def test_validity_only_runs_measure_regret_in_accuracy():
     cfg = load_config("configs/tiny-known-optimum.yaml", ("rewards.weights:={validity: 1.0}",))
     s = regret_settings(cfg, executor_limits(cfg.executor))
-    assert (s.accuracy_weight, s.cost_weight) == (1.0, 0.0)
+    assert (s.tradeoff.accuracy_weight, s.tradeoff.cost_weight) == (1.0, 0.0)
     out = simulation_metrics(["Custom"], ["easy"], s)
     assert math.isclose(out["sim/best_expected_accuracy"] - out["sim/expected_accuracy"],
                         out["sim/regret"])  # fmt: skip

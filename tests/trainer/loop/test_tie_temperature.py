@@ -215,3 +215,14 @@ def test_resample_same_redraws_the_tied_problem_hot_beside_an_informative_group(
 def test_resample_must_name_a_known_kind():
     with pytest.raises(ConfigError, match=r"rollout\.resample: .*fresh, same"):
         load_config("configs/tiny.yaml", ("rollout.resample=again",))
+
+
+def test_resample_same_with_no_tied_group_runs_no_round_and_logs_no_temperature(
+    tmp_path, monkeypatch
+):
+    sampled, _, _, line = _run(
+        tmp_path, monkeypatch, [SIGNAL, SIGNAL], "rollout.tie_temperature=1.6",
+        "rollout.resample=same",
+    )  # fmt: skip
+    assert sampled == pytest.approx([0.8])  # the first rollout only
+    assert line["kept_groups"] == 2 and line["resample_temperature"] is None

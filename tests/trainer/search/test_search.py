@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from flowgrpo.operators.executor import ExecutorConfig, executor_limits
-from flowgrpo.operators.simulation import analyze, expected_reward
+from flowgrpo.operators.simulation import Tradeoff, analyze, expected_reward
 from flowgrpo.operators.simulation.oracle import arithmetic_mix, oracle
 from flowgrpo.operators.simulation.worlds import load_world
 from flowgrpo.trainer.cli.app import main
@@ -33,7 +33,7 @@ def exact(world, workflow: str) -> float:
     limits = executor_limits(ExecutorConfig(max_calls=12))
     cost = float(world.reward_weights.get("cost", 0.0))
     mix = arithmetic_mix(world.params)
-    return expected_reward(analyze(workflow, world.params, mix, limits), 1.0, cost, 12)
+    return expected_reward(analyze(workflow, world.params, mix, limits), Tradeoff(1.0, cost, 12))
 
 
 def test_the_reward_is_the_runs_accuracy_and_cost_weights():
@@ -60,8 +60,8 @@ def test_the_whole_space_finds_a_workflow_within_0_02_of_the_exact_best():
     result = search(cfg, 150_000)
     limits = executor_limits(ExecutorConfig(max_calls=12))
     cost = float(world.reward_weights.get("cost", 0.0))
-    best = oracle(world.params, arithmetic_mix(world.params), None, limits, cost_weight=cost,
-                  cost_max_calls=12).single  # fmt: skip
+    best = oracle(world.params, arithmetic_mix(world.params), None, limits,
+                  Tradeoff(1.0, cost, 12)).single  # fmt: skip
     assert best.reward - exact(world, result.best.workflow) <= 0.02
     assert len(result.arms) == 2176 and result.calls <= 1.1 * 150_000
 
