@@ -43,8 +43,14 @@ from flowgrpo.trainer.cli.common import (
     None,
     "Write {question, workflow} pairs of the best workflow here (sft.data: jsonl:PATH).",
 )
+@count_option(
+    "--sft-top",
+    "With --sft-pairs: spread the pairs over this many of the best workflows, taken in turn "
+    "(a start that writes each of them; RL then chooses between them per problem).",
+    1,
+)
 @output_options
-def search_cmd(config_path, overrides, budget, candidates_file, top, seed, out, sft_pairs):
+def search_cmd(config_path, overrides, budget, candidates_file, top, seed, out, sft_pairs, sft_top):
     """Search for the best single workflow: the baseline to try before RL.
 
     Runs sequential halving (Karnin et al., ICML 2013) over the candidate workflows on the
@@ -77,8 +83,10 @@ def search_cmd(config_path, overrides, budget, candidates_file, top, seed, out, 
         Path(out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         click.echo(f"wrote {out}")
     if sft_pairs:
-        n = run.sft_pairs(sft_pairs, result.best.workflow, environment, cfg.sft.examples)
-        click.echo(f"wrote {n} SFT pairs to {sft_pairs} (sft.data: jsonl:{sft_pairs})")
+        chosen = [arm.workflow for arm in result.arms[:sft_top]]
+        n = run.sft_pairs(sft_pairs, chosen, environment, cfg.sft.examples)
+        click.echo(f"wrote {n} SFT pairs of {len(chosen)} workflow(s) to {sft_pairs} "
+                   f"(sft.data: jsonl:{sft_pairs})")  # fmt: skip
 
 
 def _read_candidates(path: str) -> list[str]:

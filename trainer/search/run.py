@@ -192,12 +192,19 @@ def _arm_json(arm) -> dict:
     }
 
 
-def sft_pairs(path: str | Path, workflow: str, environment: RunEnvironment, n: int) -> int:
-    """Write ``n`` (at most the training problems) ``{"question", "workflow"}`` pairs of the
-    searched workflow to ``path`` (``sft.data: jsonl:PATH``); returns how many."""
+def sft_pairs(
+    path: str | Path, workflows: Sequence[str], environment: RunEnvironment, n: int
+) -> int:
+    """Write ``n`` (at most the training problems) ``{"question", "workflow"}`` pairs to ``path``
+    (``sft.data: jsonl:PATH``): problem i gets ``workflows[i % len(workflows)]``, so a start
+    trained on them writes each of the searched workflows about equally often, whatever the
+    problem (the choice between them is left to RL). Returns how many."""
+    if not workflows:
+        raise ValueError("sft_pairs needs at least one workflow")
     problems = environment.problems[:n]
-    lines = [json.dumps({"question": p.question, "workflow": workflow, "domain": p.domain})
-             for p in problems]  # fmt: skip
+    lines = [json.dumps({"question": p.question, "workflow": workflows[i % len(workflows)],
+                         "domain": p.domain})
+             for i, p in enumerate(problems)]  # fmt: skip
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
     return len(lines)
 

@@ -98,9 +98,15 @@ def test_the_json_and_the_sft_pairs_of_the_winner(tmp_path):
     assert data["budget_calls"] == 3000 and data["candidates"] == 3 and len(data["top"]) == 2
     assert data["top"][0]["workflow"] == "Programmer" and data["top"][0]["n"] >= 2
     path = tmp_path / "pairs.jsonl"
-    assert sft_pairs(path, result.best.workflow, setup.environment, 5) == 5
+    assert sft_pairs(path, [result.best.workflow], setup.environment, 5) == 5
     problems, workflows = jsonl_pairs(str(path), PolicyPrompt())  # the SFT loader reads it
     assert workflows == ["Programmer"] * 5 and len(problems) == 5
+    assert sft_pairs(path, ["Programmer", "Custom"], setup.environment, 5) == 5
+    problems, workflows = jsonl_pairs(str(path), PolicyPrompt())
+    assert workflows == ["Programmer", "Custom", "Programmer", "Custom", "Programmer"]
+    assert len({p.question for p in problems}) == 5  # each problem once
+    with pytest.raises(ValueError, match="at least one workflow"):
+        sft_pairs(path, [], setup.environment, 5)
 
 
 def test_the_command_prints_the_top_workflows_and_writes_json(tmp_path):
@@ -117,6 +123,21 @@ def test_the_command_prints_the_top_workflows_and_writes_json(tmp_path):
     assert "rank" in lines[first + 1] and lines[first + 2].split()[-1] == "Programmer"
     assert json.loads(out.read_text())["top"][0]["workflow"] == "Programmer"
     assert len(pairs.read_text().splitlines()) == 1000  # sft.examples of the config
+    assert {json.loads(x)["workflow"] for x in pairs.read_text().splitlines()} == {"Programmer"}
+
+
+def test_sft_top_spreads_the_pairs_over_the_best_workflows(tmp_path):
+    candidates, pairs = tmp_path / "candidates.txt", tmp_path / "pairs.jsonl"
+    candidates.write_text("\n".join(THREE) + "\n")
+    result = CliRunner().invoke(main, [
+        "search", "--config", CONFIG, "--budget", "3000", "--candidates", str(candidates),
+        "--sft-pairs", str(pairs), "--sft-top", "2", "--out", str(tmp_path / "s.json"), "-q",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    top = [arm["workflow"] for arm in json.loads((tmp_path / "s.json").read_text())["top"][:2]]
+    written = [json.loads(x)["workflow"] for x in pairs.read_text().splitlines()]
+    assert written[:4] == [top[0], top[1], top[0], top[1]] and set(written) == set(top)
+    assert "of 2 workflow(s)" in result.output
 
 
 @pytest.mark.parametrize(
