@@ -47,25 +47,38 @@ def completion_loss(
 
 def completion_backward(
     model, batch: Sequence[Pair], pad_id: int, micro_batch: int | None = None,
-    share_prefix: bool = True,
+    share_prefix: bool = True, bf16: bool = False,
 ) -> float:  # fmt: skip
     """Backpropagate :func:`completion_loss` of ``batch`` in micro-batches of ``micro_batch``
     pairs (None: all at once) and return its value. The gradient is the whole batch's: each
     micro-batch adds its summed cross-entropy over the batch's completion-token count, and the
     shared prefix runs once, collects every micro-batch's gradient on its keys and values and
     sends it through the prefix forward once at the end (:meth:`.PromptPrefix.backward`).
-    Smaller micro-batches hold fewer activations at a time (peak memory)."""
-    prefix = _prefix(model, batch) if share_prefix else None
+    Smaller micro-batches hold fewer activations at a time (peak memory).
+
+    ``bf16``: the forward passes run under bfloat16 autocast (mixed precision, Micikevicius et
+    al. 2018, arXiv 1710.03740; TRL's ``bf16=True``): matrix products in bf16, the weights, the
+    LoRA parameters, their gradients and the loss's softmax in float32; the backward passes run
+    outside the autocast region, as PyTorch's AMP recipe has it."""
+    cast = _autocast(model, bf16)
+    with cast:
+        prefix = _prefix(model, batch) if share_prefix else None
     start, total, value = 0 if prefix is None else prefix.length, _tokens(batch), 0.0
     size = micro_batch or len(batch)
     for i in range(0, len(batch), size):
         kv = None if prefix is None else prefix.leaves
-        loss = _summed(model, batch[i : i + size], pad_id, start, kv) / total
+        with cast:
+            loss = _summed(model, batch[i : i + size], pad_id, start, kv) / total
         loss.backward()
         value += float(loss.detach())
     if prefix is not None:
         prefix.backward()
     return value
+
+
+def _autocast(model, bf16: bool) -> torch.autocast:
+    device = next(model.parameters()).device.type
+    return torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=bf16)
 
 
 def _prefix(model, batch: Sequence[Pair]):

@@ -30,6 +30,10 @@ class SFTConfig:
             TRL's per-device batch under gradient accumulation; the update is the same (the
             batch's gradient is accumulated exactly), a smaller one holds fewer activations at
             a time: less peak memory for a little speed.
+        bf16: run the loss's forward passes under bfloat16 autocast (mixed precision, as TRL's
+            ``bf16=True``): weights, LoRA parameters and the optimizer stay float32; the
+            held-out checks sample in float32 whatever it says. Faster only where the hardware
+            has bf16 matrix units (scripts/bench_sft_precision.py measures it side by side).
         eval_every / eval_from: held-out validity is measured every ``eval_every`` steps from
             step ``eval_from`` (and at the last step); each check samples ``eval_problems``
             validation problems x ``eval_k`` at the rollout temperature.
@@ -42,6 +46,7 @@ class SFTConfig:
     examples: int = 400
     batch_size: int = 8
     micro_batch_size: int | None = None
+    bf16: bool = False
     lr: float = 5e-4
     max_steps: int = 40
     eval_every: int = 2
@@ -65,6 +70,7 @@ class SFTConfig:
             "sft.micro_batch_size",
             "must be >= 1, or null for the whole batch",
         )
+        check(isinstance(self.bf16, bool), "sft.bf16", "must be true or false")
         check(self.eval_from >= 0, "sft.eval_from", "must be >= 0")
         check(self.lr > 0 and math.isfinite(self.lr), "sft.lr", "must be a positive number")
         check(

@@ -146,7 +146,7 @@ def train_sft(
         batch = [pairs[order.pop()] for _ in range(s.batch_size)]
         optimizer.zero_grad()
         loss = completion_backward(model, batch, tokenizer.pad_token_id, s.micro_batch_size,
-                                   share_prefix=shared)  # fmt: skip
+                                   share_prefix=shared, bf16=s.bf16)  # fmt: skip
         optimizer.step()
         line = {"step": step, "loss": loss, "seconds": time.perf_counter() - started}
         if (step >= s.eval_from and step % s.eval_every == 0) or step == s.max_steps:

@@ -116,3 +116,36 @@ def test_micro_batches_give_the_whole_batchs_loss_and_gradient(policy, micro_bat
     ref, g_ref = _value_and_grad(policy, _reference, batch)
     assert value == pytest.approx(ref, rel=1e-5)
     assert (ours - g_ref).norm() / g_ref.norm() < 1e-4
+
+
+@pytest.mark.parametrize("micro_batch", [1, None])
+def test_bf16_autocast_runs_the_forward_in_bf16_and_keeps_the_fp32_loss_and_gradient(
+    policy, micro_batch
+):
+    """sft.bf16: the projections run in bfloat16 (a hook sees their outputs), the LoRA
+    parameters and their gradients stay float32, and the loss and gradient stay within bf16's
+    rounding of HF's float32 loss of the full sequences (an independent computation)."""
+    batch = [
+        ([*SHARED, 20, 21, 22], [30, 31, 32, 2]),
+        ([*SHARED, 23], [33, 2]),
+        ([*SHARED, 24, 25, 26, 27, 28], [34, 35, 36, 37, 38, 2]),
+    ]
+    dtypes = []
+    q_proj = next(m for n, m in policy.named_modules() if n.endswith("q_proj.base_layer"))
+    hook = q_proj.register_forward_hook(lambda m, i, o: dtypes.append(o.dtype))
+    policy.zero_grad()
+    try:
+        value = completion_backward(policy, batch, 0, micro_batch, bf16=True)
+    finally:
+        hook.remove()
+    trained = [p for p in policy.parameters() if p.requires_grad]
+    ours = torch.cat([p.grad.flatten() for p in trained])
+    ref, g_ref = _value_and_grad(policy, _reference, batch)
+    assert dtypes and set(dtypes) == {torch.bfloat16}
+    assert {p.dtype for p in trained} == {torch.float32} and ours.dtype == torch.float32
+    assert value == pytest.approx(ref, rel=2e-2) and value != pytest.approx(ref, rel=1e-6)
+    assert torch.nn.functional.cosine_similarity(ours, g_ref, dim=0) > 0.99
+    policy.zero_grad()
+    completion_backward(policy, batch, 0, micro_batch)  # off: float32 throughout
+    fp32 = torch.cat([p.grad.flatten() for p in trained])
+    assert (fp32 - g_ref).norm() / g_ref.norm() < 1e-4
