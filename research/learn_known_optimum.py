@@ -52,7 +52,7 @@ SAMPLER_VERSION = 2
 TRAINING_ONLY = ("problems_per_step", "num_generations", "allow_small_groups", "logprob_mode",
                  "executions", "cache_path", "cache_max_entries", "dynamic_sampling",
                  "max_resample_rounds", "tie_temperature", "tie_temperature_step",
-                 "max_tie_temperature")  # fmt: skip
+                 "max_tie_temperature", "resample")  # fmt: skip
 
 
 def parse_args(argv=None) -> argparse.Namespace:
