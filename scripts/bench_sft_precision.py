@@ -24,16 +24,10 @@ CONFIG = "configs/known-optimum.yaml"
 def _setup(overrides: tuple[str, ...]):
     # heavy: torch and the model, after argument parsing
     from flowgrpo.trainer.config import load_config
-    from flowgrpo.trainer.loop import setup
-    from flowgrpo.trainer.loop.environment import build_environment
-    from flowgrpo.trainer.loop.sft import build_pairs, grammar_pairs
+    from flowgrpo.trainer.loop.sft import prepare_sft
 
     cfg = load_config(CONFIG, ("model.init_adapter=null", *overrides))
-    prompt = build_environment(cfg, with_executor=False, with_problems=False).prompt
-    problems, workflows = grammar_pairs(cfg, prompt)
-    model, tokenizer = setup.policy(cfg)
-    pairs = build_pairs(tokenizer, prompt, problems, workflows, cfg.rollout.max_new_tokens)
-    return cfg, model, tokenizer, pairs
+    return cfg, prepare_sft(cfg)
 
 
 def measure(rounds: int, overrides: tuple[str, ...] = ()) -> dict:
@@ -41,7 +35,8 @@ def measure(rounds: int, overrides: tuple[str, ...] = ()) -> dict:
     # heavy: torch
     from flowgrpo.trainer.algorithms.completion_loss import completion_backward
 
-    cfg, model, tokenizer, pairs = _setup(overrides)
+    cfg, run = _setup(overrides)
+    model, tokenizer, pairs = run.model, run.tokenizer, run.pairs
     rng, s = random.Random(cfg.sft.seed), cfg.sft
     times: dict[str, list[float]] = {"fp32": [], "bf16": []}
     losses: dict[str, list[float]] = {"fp32": [], "bf16": []}

@@ -168,12 +168,23 @@ def _reached(measured: dict, target: float | None) -> bool:
     return target is not None and measured["validity"] >= target
 
 
-def run_sft(cfg, out: str | Path, on_step: Callable[[dict], None] | None = None) -> dict:
-    """Format SFT of ``cfg`` (its model, lora, task, prompt, sampling and ``sft`` section) from
-    a fresh adapter; saves the adapter and the config (``model.init_adapter`` null) in ``out``
-    and returns the summary. Problems and pairs are checked before the model loads."""
-    # the adapter starts fresh: init_adapter is what this run produces
-    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, init_adapter=None))
+@dataclass
+class SFTSetup:
+    """What a format SFT trains on: a fresh LoRA adapter of the run's shape (``model``,
+    ``tokenizer``), the run's ``prompt``, the token ``pairs``, the ``held_out`` problems of the
+    checks and how many distinct workflows the pairs teach (``targets``)."""
+
+    model: object
+    tokenizer: object
+    prompt: PolicyPrompt
+    pairs: list[Pair]
+    held_out: list[Problem]
+    targets: int
+
+
+def prepare_sft(cfg) -> SFTSetup:
+    """The :class:`SFTSetup` of ``cfg`` (its model, lora, task, prompt and ``sft`` section);
+    the problems and pairs are checked before the model loads."""
     prompt = build_environment(cfg, with_executor=False, with_problems=False).prompt
     data = cfg.sft.data
     problems, workflows = (
@@ -187,15 +198,24 @@ def run_sft(cfg, out: str | Path, on_step: Callable[[dict], None] | None = None)
     if not pairs:
         raise ConfigError(f"sft.data: no workflow fits rollout.max_new_tokens="
                           f"{cfg.rollout.max_new_tokens}; raise it")  # fmt: skip
-    result = train_sft(model, tokenizer, cfg, prompt, pairs, held_out, on_step)
+    return SFTSetup(model, tokenizer, prompt, pairs, held_out, len(set(workflows)))
+
+
+def run_sft(cfg, out: str | Path, on_step: Callable[[dict], None] | None = None) -> dict:
+    """Format SFT of ``cfg`` (:func:`prepare_sft`) from a fresh adapter; saves the adapter and
+    the config (``model.init_adapter`` null) in ``out`` and returns the summary."""
+    # the adapter starts fresh: init_adapter is what this run produces
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, init_adapter=None))
+    run = prepare_sft(cfg)
+    result = train_sft(run.model, run.tokenizer, cfg, run.prompt, run.pairs, run.held_out, on_step)
     path = Path(out)
     path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(path))
+    run.model.save_pretrained(str(path))
     follow_umask(path)  # safetensors writes 0600
     save_config(cfg, path / "config.yaml")  # `flowgrpo eval --adapter OUT` reads it
     return {
         "model": cfg.model.name_or_path, "adapter": str(path), "examples": result.examples,
-        "distinct_targets": len(set(workflows)), "steps": result.steps,
+        "distinct_targets": run.targets, "steps": result.steps,
         "validity": result.final["validity"], "fallback": result.final["fallback"],
         "distinct_valid": result.final["distinct_valid"], "eval_samples": result.final["samples"],
         "temperature": cfg.rollout.temperature, "top_valid": result.final["top_valid"],
