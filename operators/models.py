@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from flowgrpo.operators.converted import converted_folder, load_converted, save_converted
 from flowgrpo.operators.random_models import build_random_model, is_random_name
 
 logger = logging.getLogger(__name__)
@@ -97,8 +98,10 @@ def load_model(
     (a random model of a real architecture, built on ``device`` directly; seeded likewise), a
     local path, a hub id, or a directory holding ``gguf_file``. GGUF weights are dequantized to
     ``dtype`` by transformers and the leftover GGUF quantization marker is removed so training
-    code accepts the model. Raises ``ValueError`` when ``dtype`` names no torch dtype or a local
-    path is not there (:func:`check_model_source`).
+    code accepts the model; the result is kept as a converted copy that later loads read
+    instead (:mod:`.converted`: ``$FLOWGRPO_CACHE``, ``off`` to skip). Raises ``ValueError``
+    when ``dtype`` names no torch dtype or a local path is not there
+    (:func:`check_model_source`).
     """
     # heavy: torch and transformers, imported on first use so flowgrpo.operators stays light
     import torch
@@ -119,10 +122,18 @@ def load_model(
     check_model_source(name_or_path, gguf_file)
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     started = time.perf_counter()
-    with _gguf_bar_follows_the_switch():
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path, **extra)
-        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, **extra)
-    _drop_quantization_marker(model)
+    folder = converted_folder(name_or_path, gguf_file, dtype) if gguf_file else None
+    loaded = load_converted(folder, torch_dtype, name_or_path) if folder is not None else None
+    if loaded is not None:
+        model, tokenizer = loaded
+        gguf_file = f"{gguf_file}, converted copy {folder}"
+    else:
+        with _gguf_bar_follows_the_switch():
+            tokenizer = AutoTokenizer.from_pretrained(name_or_path, **extra)
+            model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, **extra)
+        _drop_quantization_marker(model)
+        if folder is not None:
+            save_converted(model, tokenizer, folder, source=f"{name_or_path}/{gguf_file}")
     with_pad_token(tokenizer)
     model.to(device)
     model.eval()

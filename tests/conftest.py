@@ -11,6 +11,8 @@ SmolLM2 samples took 31 s alone and 227 s beside another worker). Set through
 import os
 import sys
 
+import pytest
+
 
 def _share_the_cores() -> None:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
@@ -23,3 +25,13 @@ def _share_the_cores() -> None:
 
 
 _share_the_cores()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _converted_models_in_the_runs_temp(tmp_path_factory):
+    """GGUF conversions (operators/converted.py) are kept in this run's pytest temp folder,
+    shared by its xdist workers and the subprocesses tests start: the embedded model is
+    converted once per run, and never into the user's own cache."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    os.environ["FLOWGRPO_CACHE"] = str(shared / "flowgrpo-cache")

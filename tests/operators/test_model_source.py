@@ -29,10 +29,11 @@ def test_a_folder_that_exists_passes_and_its_missing_gguf_file_is_named(tmp_path
 
 
 @pytest.mark.parametrize("bars", [True, False])
-def test_the_gguf_conversion_bar_follows_transformers_progress_switch(capfd, bars):
+def test_the_gguf_conversion_bar_follows_transformers_progress_switch(capfd, monkeypatch, bars):
     """transformers draws its GGUF conversion bar with tqdm directly; with its switch off
     (``--quiet``, a log file) the embedded model loads without it, and with it on the bar shows
-    (so the check can fail)."""
+    (so the check can fail). The converted copy is off: the file is converted each time."""
+    monkeypatch.setenv("FLOWGRPO_CACHE", "off")
     from transformers.utils import logging as hf_logging
 
     from flowgrpo.operators.models import load_model

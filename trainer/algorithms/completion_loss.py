@@ -54,7 +54,8 @@ def completion_backward(
     micro-batch adds its summed cross-entropy over the batch's completion-token count, and the
     shared prefix runs once, collects every micro-batch's gradient on its keys and values and
     sends it through the prefix forward once at the end (:meth:`.PromptPrefix.backward`).
-    Smaller micro-batches hold fewer activations at a time (peak memory).
+    Smaller micro-batches hold fewer activations at a time (peak memory); they are cut from the
+    batch ordered by length (:func:`micro_batches`), so each pads to rows like its own.
 
     ``bf16``: the forward passes run under bfloat16 autocast (mixed precision, Micikevicius et
     al. 2018, arXiv 1710.03740; TRL's ``bf16=True``): matrix products in bf16, the weights, the
@@ -64,16 +65,26 @@ def completion_backward(
     with cast:
         prefix = _prefix(model, batch) if share_prefix else None
     start, total, value = 0 if prefix is None else prefix.length, _tokens(batch), 0.0
-    size = micro_batch or len(batch)
-    for i in range(0, len(batch), size):
+    for rows in micro_batches(batch, micro_batch or len(batch), start):
         kv = None if prefix is None else prefix.leaves
         with cast:
-            loss = _summed(model, batch[i : i + size], pad_id, start, kv) / total
+            loss = _summed(model, rows, pad_id, start, kv) / total
         loss.backward()
         value += float(loss.detach())
     if prefix is not None:
         prefix.backward()
     return value
+
+
+def micro_batches(batch: Sequence[Pair], size: int, start: int = 0) -> list[list[Pair]]:
+    """``batch`` cut into micro-batches of ``size`` pairs after ordering it by the tokens each
+    row runs (its prompt after the shared ``start`` tokens, plus its completion). A micro-batch
+    pads every row to its longest prompt part and longest completion, so rows of like length
+    together run fewer pad positions; the gradient is a sum over rows, so the order changes
+    nothing else (the length-grouped sampling of TRL's ``group_by_length``, applied inside one
+    batch so the update's pairs stay the same)."""
+    ordered = sorted(batch, key=lambda pair: (len(pair[0]) - start, len(pair[1])))
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
 def _autocast(model, bf16: bool) -> torch.autocast:

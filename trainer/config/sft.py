@@ -35,8 +35,9 @@ class SFTConfig:
             held-out checks sample in float32 whatever it says. Faster only where the hardware
             has bf16 matrix units (scripts/bench_sft_precision.py measures it side by side).
         eval_every / eval_from: held-out validity is measured every ``eval_every`` steps from
-            step ``eval_from`` (and at the last step); each check samples ``eval_problems``
-            validation problems x ``eval_k`` at the rollout temperature.
+            step ``eval_from`` (and at the last step; the fresh adapter, step 0, only when
+            ``eval_from`` is 0); each check samples ``eval_problems`` validation problems x
+            ``eval_k`` at the rollout temperature.
         target_validity: stop once held-out validity reaches it (null: run max_steps). The
             default 0.45 leaves the RL room to learn the format (the known-optimum start).
         seed: draws, batch order and sampling.

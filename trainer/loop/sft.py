@@ -36,13 +36,16 @@ from flowgrpo.trainer.config import save_config
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop.checkpoint import follow_umask
 from flowgrpo.trainer.loop.environment import build_environment
+from flowgrpo.trainer.loop.memory import release_memory
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
 from flowgrpo.trainer.loop.rollout import generate_rollout
 
 logger = logging.getLogger(__name__)
 
 Pair = tuple[list[int], list[int]]  # (prompt ids, completion ids ending in the end token)
-CHECK_BATCH = 16  # held-out problems per generate call, as the eval batches them
+# held-out problems per generate call: 4 x eval_k rows, a training rollout's shape (16 problems
+# x 4 rows peaked 1.2 GB above 4 x 4 on SmolLM2-135M; docs/BENCHMARKS.md)
+CHECK_BATCH = 4
 
 
 @dataclass
@@ -134,9 +137,11 @@ def train_sft(
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=s.lr)
     rng, order = random.Random(s.seed), []
     shared = cfg.logprob_mode == "shared_prompt"  # the run's scoring mode (full: checkpointing)
-    measured = _timed_check(model, tokenizer, cfg, prompt, held_out)
-    history, step = [{"step": 0, **measured}], 0
-    (on_step or (lambda line: None))(history[0])
+    history, step, measured = [], 0, None
+    if s.eval_from == 0:  # the fresh adapter's validity: a baseline only when asked for
+        measured = _timed_check(model, tokenizer, cfg, prompt, held_out)
+        history.append({"step": 0, **measured})
+        (on_step or (lambda line: None))(history[0])
     while step < s.max_steps and not _reached(measured, s.target_validity):
         step += 1
         if len(order) < s.batch_size:
@@ -159,13 +164,17 @@ def train_sft(
 
 
 def _timed_check(model, tokenizer, cfg, prompt, held_out) -> dict:
+    # the steps' freed activations go back to the system before sampling grows its KV cache,
+    # and the check's cache before the next steps: the phases' memory does not add up
     started = time.perf_counter()
+    release_memory()
     measured = measure_validity(model, tokenizer, cfg, prompt, held_out)
+    release_memory()
     return {**measured, "check_seconds": time.perf_counter() - started}
 
 
-def _reached(measured: dict, target: float | None) -> bool:
-    return target is not None and measured["validity"] >= target
+def _reached(measured: dict | None, target: float | None) -> bool:
+    return target is not None and measured is not None and measured["validity"] >= target
 
 
 @dataclass

@@ -7,7 +7,11 @@ import pytest
 import torch
 
 from flowgrpo.operators.models import build_tiny_model
-from flowgrpo.trainer.algorithms.completion_loss import completion_backward, completion_loss
+from flowgrpo.trainer.algorithms.completion_loss import (
+    completion_backward,
+    completion_loss,
+    micro_batches,
+)
 from flowgrpo.trainer.loop.policy import wrap_lora
 
 SHARED = [5, 6, 7, 8, 9, 10]  # a common instruction every prompt starts with
@@ -149,3 +153,21 @@ def test_bf16_autocast_runs_the_forward_in_bf16_and_keeps_the_fp32_loss_and_grad
     completion_backward(policy, batch, 0, micro_batch)  # off: float32 throughout
     fp32 = torch.cat([p.grad.flatten() for p in trained])
     assert (fp32 - g_ref).norm() / g_ref.norm() < 1e-4
+
+
+def _padded(groups, start):
+    """Positions a micro-batch runs: rows x (longest own prompt part + longest completion)."""
+    return sum(
+        len(g) * (max(len(p) - start for p, _ in g) + max(len(c) for _, c in g)) for g in groups
+    )
+
+
+def test_micro_batches_group_rows_of_like_length():
+    batch = [([1] * 7, [2]), ([1] * 3, [2] * 5), ([1] * 4, [2]), ([1] * 8, [2] * 2)]
+    groups = micro_batches(batch, 2, start=2)  # own prompt parts 5, 1, 2, 6 tokens
+    assert groups == [[batch[1], batch[2]], [batch[0], batch[3]]]
+    in_order = [batch[:2], batch[2:]]
+    assert _padded(groups, 2) == 2 * (2 + 5) + 2 * (6 + 2) == 30
+    assert _padded(in_order, 2) == 2 * (5 + 5) + 2 * (6 + 2) == 36
+    assert micro_batches(batch, 4) == [sorted(batch, key=lambda pc: (len(pc[0]), len(pc[1])))]
+    assert micro_batches(batch[:1], 3) == [batch[:1]], "a batch of one pair"

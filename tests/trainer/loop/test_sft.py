@@ -21,7 +21,7 @@ from flowgrpo.trainer.cli.app import main
 from flowgrpo.trainer.config import load_config
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
-from flowgrpo.trainer.loop.sft import jsonl_pairs
+from flowgrpo.trainer.loop.sft import jsonl_pairs, prepare_sft, train_sft
 
 SMOKE = (
     "rollout.max_new_tokens=120",
@@ -96,6 +96,17 @@ def test_your_pairs_are_read_and_a_bad_line_is_named(tmp_path):
         jsonl_pairs(str(bad), PolicyPrompt())
     with pytest.raises(ConfigError, match="does not exist"):
         jsonl_pairs(str(tmp_path / "none.jsonl"), PolicyPrompt())
+
+
+@pytest.mark.parametrize(("eval_from", "checked"), [(0, [0, 2, 3]), (2, [2, 3])])
+def test_the_fresh_adapter_is_checked_only_when_eval_from_is_0(eval_from, checked):
+    settings = (*SMOKE, "sft.eval_every=2", f"sft.eval_from={eval_from}", "sft.eval_problems=1",
+                "sft.eval_k=1", "sft.target_validity=null")  # fmt: skip
+    cfg = load_config("configs/tiny-known-optimum.yaml", settings)
+    run = prepare_sft(cfg)
+    result = train_sft(run.model, run.tokenizer, cfg, run.prompt, run.pairs, run.held_out)
+    assert [line["step"] for line in result.history] == checked
+    assert result.steps == 3 and result.final["samples"] == 1, "the last step's check"
 
 
 def test_bad_sft_settings_name_the_field():
