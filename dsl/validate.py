@@ -178,7 +178,7 @@ def _check(text, workflow: Workflow, domain, limits: StaticLimits, allowed, tabl
     checker = _Checker(domain, limits, allowed, table)
     checker.visit(workflow.root, _State())
     root = workflow.root
-    calls = count_calls(root)
+    calls = checker.calls  # count_calls(root), counted during the checking pass
     if calls > limits.max_calls:
         checker.error(
             "too_many_calls",
@@ -340,6 +340,7 @@ class _Checker(Visitor[_State]):
         self.features: set[str] = set()
         self.operators: list[str] = []
         self.depth = self.deepest = 0  # parallel / conditional / loop constructs around a node
+        self.calls = 0  # worst-case operator calls so far (count_calls, in the same walk)
 
     def _enter(self, feature: str) -> None:
         """A construct begins: note it and how deep it sits."""
@@ -389,9 +390,13 @@ class _Checker(Visitor[_State]):
                 "both branches are 'done': the check changes nothing",
                 "give the failing branch a refiner, e.g. Review ? Revise : done",
             )
-        state = self.visit(node.if_fail, state).join(self.visit(node.if_pass, state))
+        before = self.calls  # the longer branch counts, as in count_calls
+        failed = self.visit(node.if_fail, state)
+        fail_calls, self.calls = self.calls - before, before
+        passed = self.visit(node.if_pass, state)
+        self.calls = before + max(fail_calls, self.calls - before)
         self.depth -= 1
-        return state
+        return failed.join(passed)
 
     def visit_loop(self, node: Loop, state: _State) -> _State:
         self._enter("loop")
@@ -410,7 +415,9 @@ class _Checker(Visitor[_State]):
                 "remove '* 1' or use a count of 2 or more",
             )
         first = len(self.operators)  # the body's operators are the ones its visit notes
+        before = self.calls
         state = self.visit(node.body, state)
+        self.calls = before + node.count * (self.calls - before)
         if not any(self.table.role(name) == CHECKER for name in self.operators[first:]):
             self.warn(
                 "loop_without_checker",
@@ -423,6 +430,7 @@ class _Checker(Visitor[_State]):
 
     def visit_op(self, node: Op, state: _State) -> _State:
         self.operators.append(node.name)
+        self.calls += 1
         if node.instruction is not None:
             self.features.add("instruction")
         spec = self.table.get(node.name)

@@ -16,6 +16,7 @@ from flowgrpo.dsl import (
     StaticLimits,
     Workflow,
     canonical,
+    count_calls,
     extract,
     features_of,
     nesting_depth,
@@ -144,6 +145,7 @@ def test_a_reports_features_and_operators_are_those_of_a_walk_of_its_tree(workfl
     report = validate(workflow)
     assert report.features == features_of(workflow)
     assert report.operators == tuple(n.name for n in walk(workflow) if isinstance(n, Op))
+    assert report.calls == count_calls(workflow.root), "worst-case calls, counted in the pass"
 
 
 @settings(max_examples=300, deadline=None)
