@@ -41,6 +41,7 @@ from flowgrpo.dsl.operators import (
     undeclare_operator,
 )
 from flowgrpo.dsl.parser import parse
+from flowgrpo.dsl.shape import count_calls, features_of, nesting_depth, structure_of
 from flowgrpo.dsl.validate import (
     DEFAULT_MAX_CALLS,
     DEFAULT_STATIC_LIMITS,
@@ -48,10 +49,6 @@ from flowgrpo.dsl.validate import (
     Problem,
     Report,
     StaticLimits,
-    count_calls,
-    features_of,
-    nesting_depth,
-    structure_of,
     validate,
 )
 

@@ -34,7 +34,7 @@ _BRANCH = ("then", "else")
 @dataclass(frozen=True)
 class Closing:
     """How to finish a prefix: ``text`` to append (possibly empty) and ``calls``, the worst-case
-    operator calls of the finished workflow (``validate.count_calls``)."""
+    operator calls of the finished workflow (``shape.count_calls``)."""
 
     text: str
     calls: int

@@ -76,7 +76,7 @@ def _depth_rules(d: int, has: dict) -> list[str]:
 
 def _budget_rules(f: str, d: int, budget: int, has: dict, loops: int) -> list[str]:
     """Rules of family ``f`` at remaining depth ``d`` indexed by their exact worst-case call
-    count c = 1..budget (``validate.count_calls``: a chain and a parallel block add, a loop
+    count c = 1..budget (``shape.count_calls``: a chain and a parallel block add, a loop
     multiplies, a conditional is its check plus its longer branch)."""
     rules = []
     for c in range(1, budget + 1):

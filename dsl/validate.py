@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import difflib
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Visitor, Workflow, walk
+from flowgrpo.dsl.ast import Cond, Loop, Op, Parallel, Seq, Visitor, Workflow
 from flowgrpo.dsl.canonical import canonical
 from flowgrpo.dsl.errors import DSLSyntaxError
 from flowgrpo.dsl.operators import CHECKER, ENSEMBLER, GENERATOR, OperatorTable, default_table
 from flowgrpo.dsl.parser import _parse_or_error, parse
+from flowgrpo.dsl.shape import structure_from_features
 
 STRUCTURES = ("single", "chain", "conditional", "loop", "parallel")
 
@@ -202,107 +202,11 @@ def _check(text, workflow: Workflow, domain, limits: StaticLimits, allowed, tabl
         errors=tuple(sorted(checker.errors, key=key)),
         warnings=tuple(sorted(checker.warnings, key=key)),
         canonical=canonical(workflow),
-        structure=_structure_from(features),
+        structure=structure_from_features(features),
         features=features,
         operators=operators,
         calls=calls,
     )
-
-
-# --------------------------------------------------------------------------- shape metrics
-
-
-def features_of(workflow: Workflow | Node) -> frozenset[str]:
-    """Every construct present: chain, conditional, loop, parallel, instruction."""
-    feature = _Feature()
-    return frozenset(f for f in map(feature.visit, walk(workflow)) if f is not None)
-
-
-class _Feature(Visitor[str | None]):
-    """The construct one node is (None: an operator call without an instruction)."""
-
-    def visit_seq(self, node: Seq) -> str:
-        return "chain"
-
-    def visit_cond(self, node: Cond) -> str:
-        return "conditional"
-
-    def visit_loop(self, node: Loop) -> str:
-        return "loop"
-
-    def visit_parallel(self, node: Parallel) -> str:
-        return "parallel"
-
-    def visit_op(self, node: Op) -> str | None:
-        return None if node.instruction is None else "instruction"
-
-
-def structure_of(workflow: Workflow | Node) -> str:
-    """The structure class: loop > parallel > conditional > chain > single (first present)."""
-    return _structure_from(features_of(workflow))
-
-
-def _structure_from(found: frozenset[str]) -> str:
-    for name in ("loop", "parallel", "conditional", "chain"):
-        if name in found:
-            return name
-    return "single"
-
-
-def count_calls(node: Node | None, op_calls: Callable[[Op], int] | None = None) -> int:
-    """Worst-case operator calls with loops expanded (the longer branch of a conditional).
-
-    ``op_calls(op)``: the calls one operator makes at most (default 1 each).
-    """
-    return _Calls(op_calls or (lambda _op: 1)).visit(node)
-
-
-class _Calls(Visitor[int]):
-    def __init__(self, op_calls: Callable[[Op], int]):
-        self.op_calls = op_calls
-
-    def visit_done(self) -> int:
-        return 0
-
-    def visit_op(self, node: Op) -> int:
-        return self.op_calls(node)
-
-    def visit_seq(self, node: Seq) -> int:
-        return sum(map(self.visit, node.steps))
-
-    def visit_parallel(self, node: Parallel) -> int:
-        return sum(map(self.visit, node.branches))
-
-    def visit_cond(self, node: Cond) -> int:
-        return self.visit(node.check) + max(self.visit(node.if_fail), self.visit(node.if_pass))
-
-    def visit_loop(self, node: Loop) -> int:
-        return node.count * self.visit(node.body)
-
-
-def nesting_depth(node: Node | None) -> int:
-    """Deepest nesting of parallel / conditional / loop constructs (0 for a plain chain)."""
-    return _Depth().visit(node)
-
-
-class _Depth(Visitor[int]):
-    def visit_done(self) -> int:
-        return 0
-
-    def visit_op(self, node: Op) -> int:
-        return 0
-
-    def visit_seq(self, node: Seq) -> int:
-        return max(map(self.visit, node.steps))
-
-    def visit_parallel(self, node: Parallel) -> int:
-        return 1 + max(map(self.visit, node.branches))
-
-    def visit_cond(self, node: Cond) -> int:
-        return 1 + max(map(self.visit, (node.check, node.if_fail, node.if_pass)))
-
-    def visit_loop(self, node: Loop) -> int:
-        return 1 + self.visit(node.body)
 
 
 # --------------------------------------------------------------------------- dataflow checks
@@ -428,6 +332,17 @@ class _Checker(Visitor[_State]):
         self.depth -= 1
         return state
 
+    def _unknown(self, node: Op, state: _State) -> _State:
+        names = list(self.table)
+        guess = difflib.get_close_matches(node.name, names, n=1, cutoff=0.5)
+        hint = f"did you mean {guess[0]!r}?" if guess else "operators: " + ", ".join(names)
+        if node.name.lower() == "done":
+            hint = "a branch that ends the workflow is written done, in lower case"
+        self.error("unknown_operator", node, f"unknown operator {node.name!r}", hint)
+        # its role is unknown: assume the best of it (a solution, a verdict), so a typo in a
+        # checker's name is one error, not also "Revise has no feedback"
+        return _State(True, state.candidates, True)
+
     def visit_op(self, node: Op, state: _State) -> _State:
         self.operators.append(node.name)
         self.calls += 1
@@ -435,15 +350,7 @@ class _Checker(Visitor[_State]):
             self.features.add("instruction")
         spec = self.table.get(node.name)
         if spec is None:
-            names = list(self.table)
-            guess = difflib.get_close_matches(node.name, names, n=1, cutoff=0.5)
-            hint = f"did you mean {guess[0]!r}?" if guess else "operators: " + ", ".join(names)
-            if node.name.lower() == "done":
-                hint = "a branch that ends the workflow is written done, in lower case"
-            self.error("unknown_operator", node, f"unknown operator {node.name!r}", hint)
-            # its role is unknown: assume the best of it (a solution, a verdict), so a typo in
-            # a checker's name is one error, not also "Revise has no feedback"
-            return _State(True, state.candidates, True)
+            return self._unknown(node, state)
         if self.allowed is not None and node.name not in self.allowed:
             where = f"the {self.domain} domain" if self.domain else "this problem"
             self.error(

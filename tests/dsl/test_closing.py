@@ -8,7 +8,7 @@ import pytest
 from flowgrpo.dsl import OperatorTable, StaticLimits, validate
 from flowgrpo.dsl.closing import shortest_closing
 from flowgrpo.dsl.generate import random_workflow
-from flowgrpo.dsl.validate import count_calls
+from flowgrpo.dsl.shape import count_calls
 
 
 def _valid_workflows(domain: str, n: int, seed: int) -> list[str]:

@@ -8,7 +8,7 @@ import torch
 
 from flowgrpo.dsl import DEFAULT_MAX_CALLS, OperatorTable, StaticLimits, validate
 from flowgrpo.dsl.constrained import workflow_grammar
-from flowgrpo.dsl.validate import count_calls
+from flowgrpo.dsl.shape import count_calls
 from flowgrpo.operators.models import build_tiny_model, load_model
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.algorithms.logprobs import group_logprobs
