@@ -93,6 +93,9 @@ def save_converted(model, tokenizer, folder: Path, source: str) -> bool:
         (part / _DONE).write_text(json.dumps({"source": source, "format": FORMAT}) + "\n")
         os.rename(part, folder)  # fails when another process got there first: keep theirs
         part = None
+        size = sum(f.stat().st_size for f in folder.iterdir()) / 1e9
+        logger.info("kept the converted model in %s (%.2f GB; later loads read it, %s=off "
+                    "to skip)", folder, size, CACHE_ENV)  # fmt: skip
     except OSError as exc:
         if not (folder / _DONE).is_file():
             logger.warning("could not keep the converted model in %s (%s); the next load "

@@ -83,9 +83,11 @@ class _Saves:
             out.write(self.name)
 
 
-def test_a_copy_written_first_by_another_process_is_kept_and_nothing_is_left_over(tmp_path):
+def test_a_copy_written_first_by_another_process_is_kept_and_nothing_is_left_over(tmp_path, caplog):
     folder = tmp_path / "converted" / "m-float32-x"
-    assert converted.save_converted(_Saves("mine"), _Saves("tok"), folder, "src") is True
+    with caplog.at_level(logging.INFO, logger="flowgrpo.operators.converted"):
+        assert converted.save_converted(_Saves("mine"), _Saves("tok"), folder, "src") is True
+    assert f"kept the converted model in {folder}" in caplog.text, "the user is told where"
     assert sorted(p.name for p in folder.iterdir()) == [converted._DONE, "mine", "tok"]
     # a second writer: its rename fails, the first copy stays, its temporary folder is removed
     assert converted.save_converted(_Saves("theirs"), _Saves("tok"), folder, "src") is True
