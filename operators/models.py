@@ -124,9 +124,10 @@ def load_model(
     started = time.perf_counter()
     folder = converted_folder(name_or_path, gguf_file, dtype) if gguf_file else None
     loaded = load_converted(folder, torch_dtype, name_or_path) if folder is not None else None
+    origin = gguf_file
     if loaded is not None:
         model, tokenizer = loaded
-        gguf_file = f"{gguf_file}, converted copy {folder}"
+        origin = f"{gguf_file}, converted copy {folder}"
     else:
         with _gguf_bar_follows_the_switch():
             tokenizer = AutoTokenizer.from_pretrained(name_or_path, **extra)
@@ -138,7 +139,7 @@ def load_model(
     model.to(device)
     model.eval()
     logger.info(
-        "loaded %s%s in %.1f s", name_or_path, f" ({gguf_file})" if gguf_file else "",
+        "loaded %s%s in %.1f s", name_or_path, f" ({origin})" if origin else "",
         time.perf_counter() - started,
     )  # fmt: skip
     return model, tokenizer

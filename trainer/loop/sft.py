@@ -138,10 +138,11 @@ def train_sft(
     rng, order = random.Random(s.seed), []
     shared = cfg.logprob_mode == "shared_prompt"  # the run's scoring mode (full: checkpointing)
     history, step, measured = [], 0, None
+    notify = on_step or (lambda line: None)
     if s.eval_from == 0:  # the fresh adapter's validity: a baseline only when asked for
         measured = _timed_check(model, tokenizer, cfg, prompt, held_out)
         history.append({"step": 0, **measured})
-        (on_step or (lambda line: None))(history[0])
+        notify(history[0])
     while step < s.max_steps and not _reached(measured, s.target_validity):
         step += 1
         if len(order) < s.batch_size:
@@ -158,8 +159,7 @@ def train_sft(
             measured = _timed_check(model, tokenizer, cfg, prompt, held_out)
             line.update(measured)
             history.append(line)
-        if on_step is not None:
-            on_step(line)
+        notify(line)
     return SFTResult(step, len(pairs), measured, history)
 
 
