@@ -175,10 +175,28 @@ def group_logprobs(
     if prefix is not None and mode != "shared_prompt":
         raise ValueError("a shared prompt prefix needs logprob mode 'shared_prompt'")
     device = next(model.parameters()).device
-    prompt_P, completion_KT = prompt_P.to(device), completion_KT.to(device)
-    mask_KT = mask_KT.to(device).long()
+    width_T = completion_KT.shape[1]
+    # Columns after every row's last scored token change no scored logit (causal attention,
+    # right padding): run only the group's own width, then pad back with zeros (masked out).
+    used = used_width(mask_KT)
+    prompt_P, completion_KT = prompt_P.to(device), completion_KT[:, :used].to(device)
+    mask_KT = mask_KT[:, :used].to(device).long()
+    allowed_KTV = None if allowed_KTV is None else allowed_KTV[:, :used]
     if mode == "shared_prompt":
         logits_KTV = _completion_logits_shared(model, prompt_P, completion_KT, mask_KT, prefix)
     else:
         logits_KTV = _completion_logits_full(model, prompt_P, completion_KT, mask_KT)
-    return token_logprobs_and_entropy(logits_KTV, completion_KT, temperature, allowed_KTV)
+    logp_KT, entropy_KT = token_logprobs_and_entropy(
+        logits_KTV, completion_KT, temperature, allowed_KTV
+    )
+    pad = (0, width_T - used)
+    return torch.nn.functional.pad(logp_KT, pad), torch.nn.functional.pad(entropy_KT, pad)
+
+
+def used_width(mask_KT: torch.Tensor) -> int:
+    """Columns up to the last position any row scores (at least 1): a group sampled in a batch
+    with longer rows carries their padding, which no row of its own needs."""
+    scored_T = mask_KT.bool().any(dim=0)
+    if not bool(scored_T.any()):
+        return 1
+    return int(torch.nonzero(scored_T).max()) + 1

@@ -10,6 +10,7 @@ from flowgrpo.trainer.algorithms.logprobs import (
     common_prefix_length,
     group_logprobs,
     prompt_prefix,
+    used_width,
 )
 from flowgrpo.trainer.loop.policy import wrap_lora
 
@@ -49,6 +50,45 @@ def test_shared_prompt_matches_the_full_forward(policy):
     assert torch.allclose(ent_s * mask, ent_f * mask, atol=1e-5)
     assert (g_s - g_f).norm() / g_f.norm() < 1e-4
     assert g_f.norm() > 0
+
+
+def _by_hand(model, prompt, completions, mask):
+    """logp and entropy of each row from its own plain forward over prompt + its scored tokens
+    (no cache, no padding, no trimming): the reference the scorer must match."""
+    logp, entropy = torch.zeros(completions.shape), torch.zeros(completions.shape)
+    for i in range(len(completions)):
+        n = int(mask[i].sum())
+        ids = torch.cat([prompt, completions[i, :n]])[None]
+        logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1]
+        log_pi = torch.log_softmax(logits, dim=-1)
+        logp[i, :n] = log_pi.gather(1, completions[i, :n, None])[:, 0]
+        entropy[i, :n] = -(log_pi.exp() * log_pi).sum(-1)
+    return logp, entropy
+
+
+@pytest.mark.parametrize("mode", ["shared_prompt", "full"])
+def test_trailing_padding_columns_change_neither_scores_nor_gradient(policy, mode):
+    """A group sampled beside longer rows carries their padding: the scorer runs only its own
+    width, and scores and LoRA gradient equal each row's own forward (computed by hand)."""
+    model, prompt, completions, mask = policy
+    wide = torch.cat([completions, torch.full((4, 9), 3)], dim=1)  # 9 pad columns
+    wide_mask = torch.cat([mask, torch.zeros(4, 9)], dim=1)
+    lp, ent, grads = _run(model, prompt, wide, wide_mask, mode)
+    model.zero_grad()
+    ref_lp, ref_ent = _by_hand(model, prompt, completions, mask)
+    ((ref_lp * mask).sum() + (ref_ent * mask).sum()).backward()
+    ref_grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.requires_grad])
+    assert lp.shape == wide.shape and (lp[:, 7:] == 0).all() and (ent[:, 7:] == 0).all()
+    assert torch.allclose(lp[:, :7] * mask, ref_lp * mask, atol=1e-5)
+    assert torch.allclose(ent[:, :7] * mask, ref_ent * mask, atol=1e-5)
+    assert (grads - ref_grads).norm() / ref_grads.norm() < 1e-4
+
+
+def test_used_width_is_the_last_scored_column():
+    mask = torch.tensor([[1.0, 1, 0, 0, 0], [1, 1, 1, 0, 0]])
+    assert used_width(mask) == 3
+    assert used_width(torch.zeros(2, 5)) == 1  # fully masked rows: one column, nothing scored
+    assert used_width(torch.ones(1, 4)) == 4
 
 
 def test_log_probs_are_normalised_and_entropy_non_negative(policy):
