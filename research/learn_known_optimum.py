@@ -51,8 +51,8 @@ SAMPLER_VERSION = 2
 # rollout fields that shape training batches only: the start's held-out eval never reads them
 TRAINING_ONLY = ("problems_per_step", "num_generations", "allow_small_groups", "logprob_mode",
                  "executions", "cache_path", "cache_max_entries", "dynamic_sampling",
-                 "max_resample_rounds", "tie_temperature", "tie_temperature_step",
-                 "max_tie_temperature", "resample")  # fmt: skip
+                 "max_resample_rounds", "spare_problems", "tie_temperature",
+                 "tie_temperature_step", "max_tie_temperature", "resample")  # fmt: skip
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -49,6 +49,13 @@ class RolloutConfig:
         dynamic_sampling: drop zero-variance groups from the update and replace them with fresh
             problems (DAPO, arXiv 2503.14476), std-based.
         max_resample_rounds: bound on replacement rounds per step.
+        spare_problems: fresh problems sampled in the first rollout's ``generate`` call beside
+            ``problems_per_step`` and kept unscored; the first replacement round takes its
+            groups from them instead of sampling anew (at the step's temperature only: not
+            for tie-temperature or ``same`` rounds). The trained batch is drawn as without
+            them; the call is bound by reading the weights once per decoding step, so spares
+            cost less than the separate call they save (DAPO's over-sampling, verl's
+            ``gen_batch_size``; docs/BENCHMARKS.md). 0: every round samples its own.
         resample: what a replacement round samples: ``fresh`` problems (DAPO) or the ``same``
             problems whose groups tied, at the tie temperature whenever a group tied (a
             screening option of issue 40: research/RECORD.md).
@@ -83,6 +90,7 @@ class RolloutConfig:
     cache_max_entries: int = 200_000
     dynamic_sampling: bool = True
     max_resample_rounds: int = 1
+    spare_problems: int = 0
     resample: Literal["fresh", "same"] = "fresh"
     tie_temperature: float | None = None
     tie_temperature_step: float = 0.0
@@ -112,6 +120,17 @@ class RolloutConfig:
         ):
             check(getattr(self, name) in ok, f"rollout.{name}", "use " + " or ".join(ok))
         check(self.max_resample_rounds >= 0, "rollout.max_resample_rounds", "must be >= 0")
+        check(
+            isinstance(self.spare_problems, int) and self.spare_problems >= 0,
+            "rollout.spare_problems",
+            "must be an integer >= 0 (0: no spares)",
+        )
+        check(
+            not self.spare_problems or (self.dynamic_sampling and self.max_resample_rounds >= 1),
+            "rollout.spare_problems",
+            "spares serve dynamic sampling's replacement round: set dynamic_sampling: true and "
+            "max_resample_rounds >= 1, or spare_problems: 0",
+        )
         self._check_tie_temperature()
         check(
             isinstance(self.executions, int) and self.executions >= 1,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -82,6 +82,7 @@ class Scored:
     rollout: Rollout
     table: RewardTable
     score_seconds: float
+    spares: Rollout | None = None  # the first rollout's unscored spare groups (spare_problems)
 
     def __post_init__(self):
         k, rows = self.rollout.group_size, len(self.rollout.problems) * self.rollout.group_size
@@ -120,8 +121,14 @@ def sample_and_score(
     """Sample ``num_generations`` completions per problem at ``temperature`` (None:
     ``rollout.temperature``) and score them (one batched call); everything after the sampling
     reads K from the rollout."""
+    return score(env, sample(env, problems, temperature))
+
+
+def sample(env: StepEnv, problems: Sequence[Problem], temperature: float | None = None) -> Rollout:
+    """``num_generations`` completions per problem at ``temperature`` (None: the step's own),
+    in one batched ``generate`` call."""
     r, run = env.config.rollout, env.environment
-    rollout = generate_rollout(
+    return generate_rollout(
         env.model,
         env.tokenizer,
         problems,
@@ -134,6 +141,11 @@ def sample_and_score(
         constrained=r.constrained,
         limits=sampling_limits(run.limits),
     )  # fmt: skip  (constrained: within the call budget the run's executor enforces)
+
+
+def score(env: StepEnv, rollout: Rollout) -> Scored:
+    """The rollout's reward table: its valid workflows run by the executor, then scored."""
+    r, run = env.config.rollout, env.environment
     k = rollout.group_size  # from here on, K is the rollout's
     start = time.perf_counter()
     samples = prepare_samples(
@@ -206,8 +218,33 @@ def concat_scored(parts: Sequence[Scored]) -> Scored:
 
 def first_rollout(env: StepEnv, draw: Callable[[int], list[Problem]]) -> Scored:
     """This step's rollout of ``problems_per_step`` fresh problems: it describes the policy as
-    it is (metrics, the guard's decision) before any resampling."""
-    return sample_and_score(env, draw(env.config.rollout.problems_per_step))
+    it is (metrics, the guard's decision) before any resampling.
+
+    With ``rollout.spare_problems`` S > 0 the same ``generate`` call samples S more fresh
+    problems, kept unscored in :attr:`Scored.spares` for the replacement round (:func:`collect`):
+    sampling is bound by reading the weights once per decoding step, so S more groups in the call
+    cost far less than a call of their own (docs/BENCHMARKS.md), as DAPO's over-sampling
+    generates more prompts than it trains on (verl's ``gen_batch_size``)."""
+    r = env.config.rollout
+    b, spare = r.problems_per_step, r.spare_problems
+    if not spare:
+        return sample_and_score(env, draw(b))
+    rollout = sample(env, draw(b + spare))
+    spares = replace(rollout.select_groups(range(b, b + spare)), seconds=0.0)
+    return replace(score(env, rollout.select_groups(range(b))), spares=spares)
+
+
+def replacement_round(
+    env: StepEnv, draw: Callable[[int], list[Problem]], missing: int, spares: Rollout | None
+) -> Scored:
+    """Groups of ``missing`` fresh problems at the step's temperature: the first from
+    ``spares`` (sampled with the first rollout, by the same policy at the same temperature: the
+    same draw as sampling them now), the rest sampled now."""
+    used = 0 if spares is None else min(missing, len(spares.problems))
+    parts = [spares.select_groups(range(used))] if used else []
+    if missing > used:
+        parts.append(sample(env, draw(missing - used)))
+    return score(env, concat_rollouts(parts))
 
 
 def collect(
@@ -238,15 +275,19 @@ def collect(
     same = r.resample == "same"
     hot = tie_temperature if r.dynamic_sampling and (not keep or same) else None
     tied = [p for i, p in enumerate(first.rollout.problems) if i not in keep]
+    spares = first.spares if hot is None and not same else None  # spares are at step temperature
     while r.dynamic_sampling and missing > 0 and rounds < r.max_resample_rounds:
-        extra = sample_and_score(env, tied if same else draw(missing), hot)
+        if rounds == 0 and spares is not None:
+            extra = replacement_round(env, draw, missing, spares)
+        else:
+            extra = sample_and_score(env, tied if same else draw(missing), hot)
         good = informative_groups(extra.table, estimator)
         tied = [p for i, p in enumerate(extra.rollout.problems) if i not in good]
         if good:
             parts.append(select_groups(extra, good))
         missing, rounds = missing - len(good), rounds + 1
         resampled += len(extra.rollout.problems)
-        tokens += int(extra.rollout.mask_NT.sum())
+        tokens += int(extra.rollout.mask_NT.sum())  # of scored groups: unused spares not counted
         gen_s, score_s = gen_s + extra.rollout.seconds, score_s + extra.score_seconds
     train = concat_scored(parts) if parts else None
     kept = 0 if train is None else len(train.rollout.problems)
