@@ -42,9 +42,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def study(args, jobs: int, out: Path, tag: str, seeds=None, steps=None, script=SCRIPT, env=None):
-    """One study command (``script``, with ``env`` added to the environment); its wall and
-    process-tree CPU seconds and the per-seed records."""
+def study(args, jobs: int, out: Path, tag: str, seeds=None, steps=None, script=SCRIPT, env=None,
+          extra=()):  # fmt: skip
+    """One study command (``script``, with ``env`` added to the environment and the ``extra``
+    overrides after ``--set``'s); its wall and process-tree CPU seconds and the per-seed
+    records."""
     cmd = [sys.executable, str(script), "--config", args.config, "--no-write",
            "--out", str(out), "--runs-dir", str(out / "runs"), "--tag", tag,
            "--jobs", str(jobs), "--eval-n", str(args.eval_n),
@@ -52,7 +54,7 @@ def study(args, jobs: int, out: Path, tag: str, seeds=None, steps=None, script=S
            "--seeds", *map(str, seeds or args.seeds)]  # fmt: skip
     for world in args.world:
         cmd += ["--world", world]
-    for override in args.overrides:
+    for override in (*args.overrides, *extra):
         cmd += ["--set", override]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.perf_counter()

@@ -5,9 +5,10 @@ Runs ``research/learn_known_optimum.py`` (one seed, ``--steps`` steps, the held-
 of the machine's speed hits every arm, and reports per arm the wall and process CPU seconds
 (``getrusage(RUSAGE_CHILDREN)``), the per-seed minutes the study records, and each arm's ratio
 to the first, pair by pair. Arms: this checkout with ``--threads`` torch threads each (set
-through ``OMP_NUM_THREADS``), and with ``--baseline REV`` the same command at git revision REV
-(checked out into a temporary worktree and installed there with ``pip install --no-deps
---target``, so its own scripts and package run), with the first thread count::
+through ``OMP_NUM_THREADS``), this checkout with each ``--variant`` override, and with
+``--baseline REV`` the same command at git revision REV (checked out into a temporary worktree
+and installed there with ``pip install --no-deps --target``, so its own scripts and package
+run), the last two with the first thread count::
 
     python research/bench_seed.py --world configs/worlds/review-loops.yaml --baseline HEAD~1 \\
         --threads 2 1 --steps 6 --repeats 2
@@ -43,6 +44,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, nargs="+", default=[2, 1], help="arms of this checkout")
     p.add_argument("--baseline", help="a git revision, run as one more arm (first thread count)")
     p.add_argument("--set", dest="overrides", action="append", default=[])
+    p.add_argument("--variant", action="append", default=[],
+                   help="one more arm of this checkout (first thread count) with this override, "
+                        "e.g. rollout.spare_problems=2")  # fmt: skip
     p.add_argument("--start-cache", type=Path,
                    help="a study --out folder holding the start's cached eval (start-*.json): "
                         "copied to every arm instead of the warm-up run")  # fmt: skip
@@ -78,6 +82,9 @@ def main(argv=None) -> None:
     args.seeds = [args.seed]
     arms = {f"this checkout, {n} thread(s)": {"env": {"OMP_NUM_THREADS": str(n)}}
             for n in args.threads}  # fmt: skip
+    for override in args.variant:
+        arms[f"this checkout + {override}, {args.threads[0]} thread(s)"] = {
+            "env": {"OMP_NUM_THREADS": str(args.threads[0])}, "extra": [override]}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="bench_seed-") as tmp:
         tmp = Path(tmp)
         try:

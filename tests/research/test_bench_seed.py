@@ -24,3 +24,22 @@ def test_the_report_gives_round_by_round_ratios_to_the_first_arm(monkeypatch, ca
     # round 0: 150/100 = 1.5 wall, 150/200 = 0.75 CPU; round 1: 1.3 and 0.65; medians 1.40, 0.70
     assert "wall 1.40 (min 1.30, max 1.50), CPU 0.70 (min 0.65, max 0.75)" in one_thread
     assert "torch threads [1]" in one_thread
+
+
+def test_a_variant_arm_adds_its_override_after_the_common_ones(monkeypatch, tmp_path):
+    """``--variant O``: the arm's study command carries ``--set O`` after every ``--set``."""
+    monkeypatch.syspath_prepend(str(REPO / "research"))
+    jobs = load_study("bench_jobs")
+    seen = []
+
+    def fake_run(cmd, **kwargs):
+        seen.append(cmd)
+        (tmp_path / "known_optimum-t.json").write_text('{"worlds": {}}')
+        return SimpleNamespace(returncode=0, stderr="")
+
+    monkeypatch.setattr(jobs.subprocess, "run", fake_run)
+    args = SimpleNamespace(config="c.yaml", eval_n=8, steps=2, seeds=[0], world=[],
+                           overrides=["optim.lr=1e-4"])  # fmt: skip
+    jobs.study(args, 1, tmp_path, "t", extra=["rollout.spare_problems=2"])
+    sets = [seen[0][i + 1] for i, part in enumerate(seen[0]) if part == "--set"]
+    assert sets == ["optim.lr=1e-4", "rollout.spare_problems=2"]
