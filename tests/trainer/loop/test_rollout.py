@@ -2,7 +2,9 @@
 
 from types import SimpleNamespace
 
+import pytest
 import torch
+from transformers import DynamicCache, StaticCache
 
 from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.operators.tasks.base import Problem
@@ -64,9 +66,11 @@ def test_completion_mask_stops_after_the_first_eos_and_flags_truncation():
     assert truncated.tolist() == [False, True, False]
 
 
-def test_the_prefill_runs_the_shared_prefix_once_and_caches_what_a_full_prompt_would():
+@pytest.mark.parametrize("max_new", [0, 8])
+def test_the_prefill_runs_the_shared_prefix_once_and_caches_what_a_full_prompt_would(max_new):
     """prefill_prompts: every prompt's keys and values equal those of running that prompt alone
-    (left-padded), while the tokens every prompt starts with ran once, not once per prompt."""
+    (left-padded), while the tokens every prompt starts with ran once, not once per prompt; with
+    ``max_new_tokens`` in a StaticCache with room for the last prompt token and the new ones."""
     model, tok = lora_model()
     prompt = PolicyPrompt()
     ids = [torch.tensor(tok(prompt.render(p, tok), add_special_tokens=False)["input_ids"])
@@ -78,15 +82,19 @@ def test_the_prefill_runs_the_shared_prefix_once_and_caches_what_a_full_prompt_w
         lambda mod, args, kw: seen.append(kw["input_ids"].shape[1]), with_kwargs=True
     )
     with torch.no_grad():
-        cache = prefill_prompts(model, ids, group_size=2)
+        cache = prefill_prompts(model, ids, group_size=2, max_new_tokens=max_new)
     hook.remove()
     assert seen == [shared] + [len(i) - 1 - shared for i in ids]
     width = max(len(i) for i in ids) - 1
+    assert int(cache.get_seq_length()) == width
+    assert isinstance(cache, StaticCache if max_new else DynamicCache)
+    if max_new:
+        assert all(layer.keys.shape[-2] == width + 1 + max_new for layer in cache.layers)
     for b, i in enumerate(ids):
         with torch.no_grad():
             alone = model(input_ids=i[None, :-1], use_cache=True).past_key_values
         pad = width - (len(i) - 1)
         for layer, ref in zip(cache.layers, alone.layers):
             for got, want in ((layer.keys, ref.keys), (layer.values, ref.values)):
-                rows = got[2 * b : 2 * b + 2, :, pad:]
+                rows = got[2 * b : 2 * b + 2, :, pad:width]
                 assert torch.allclose(rows, want.expand_as(rows), atol=1e-5)
