@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 from learn_known_optimum import world_overrides
+from studylib.choice import exact_reward
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -34,14 +35,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 def ranked_by_kind(sim, kinds, top: int) -> dict[str, list[tuple[str, float]]]:
     """Each kind's ``top`` workflows of the writable space, best first, with their exact
     expected rewards (the run's limits and trade-off, as the study scores them)."""
-    from flowgrpo.operators.simulation import analyze, expected_reward
     from flowgrpo.operators.simulation.oracle import writable_space
 
     space = writable_space(sim.limits)
     out = {}
     for kind in sorted(set(kinds)):
-        scored = [(expected_reward(analyze(w, sim.params, kind, sim.limits), sim.tradeoff), w)
-                  for w in space]  # fmt: skip
+        scored = [(exact_reward(sim, w, kind), w) for w in space]
         scored.sort(key=lambda rw: (-rw[0], rw[1]))
         out[kind] = [(w, r) for r, w in scored[:top]]
     return out

@@ -152,8 +152,7 @@ def _static_cache(model, data, length: int) -> StaticCache:
     """A ``StaticCache`` of ``length`` positions holding ``data`` (per layer: keys, values of
     [N, H, W, D]) in its first W positions; ``get_seq_length`` is then W, as for the
     ``DynamicCache`` it replaces."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    cache = StaticCache(config=base.config, max_cache_len=length)
+    cache = StaticCache(config=model.config, max_cache_len=length)
     for i, (keys, values) in enumerate(data):
         # the positions: read by transformers before 5.x, which had no running length
         cache.update(keys, values, i, {"cache_position": torch.arange(keys.shape[-2])})

@@ -275,12 +275,12 @@ def collect(
     same = r.resample == "same"
     hot = tie_temperature if r.dynamic_sampling and (not keep or same) else None
     tied = [p for i, p in enumerate(first.rollout.problems) if i not in keep]
-    spares = first.spares if hot is None and not same else None  # spares are at step temperature
+    spares = first.spares
     while r.dynamic_sampling and missing > 0 and rounds < r.max_resample_rounds:
-        if rounds == 0 and spares is not None:
-            extra = replacement_round(env, draw, missing, spares)
-        else:
+        if same or hot is not None:  # not what the spares were sampled as
             extra = sample_and_score(env, tied if same else draw(missing), hot)
+        else:  # fresh problems at the step's temperature: the spares serve once
+            extra, spares = replacement_round(env, draw, missing, spares), None
         good = informative_groups(extra.table, estimator)
         tied = [p for i, p in enumerate(extra.rollout.problems) if i not in good]
         if good:
