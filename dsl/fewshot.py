@@ -60,6 +60,15 @@ def _example(raw: Any, where: str) -> Example:
     return Example(raw["question"].strip(), raw["workflow"].strip(), domain)
 
 
+def _meta_keys(raw: Any) -> tuple[str, ...]:
+    where = f"{_NAME}.meta_keys"
+    check(isinstance(raw, (list, tuple)), where, f"must be a list of key names, got {raw!r}")
+    for key in raw:
+        check(isinstance(key, str) and bool(key.strip()), where, f"{key!r} is not a key name")
+    check(len(set(raw)) == len(raw), where, f"{list(raw)} repeats a key; list each once")
+    return tuple(raw)
+
+
 def _check_example(example: Example, where: str, table: OperatorTable) -> None:
     domains = [example.domain] if example.domain else list(DOMAINS)
     for domain in domains:
@@ -108,11 +117,18 @@ class PromptSpec:
         file: a YAML or JSON file with the keys ``system`` and ``examples``; a key set here as
             well overrides the file's. Read at load; the loaded spec holds the file's contents
             (``file`` becomes null), so a saved config does not depend on the file.
+        meta_keys: keys of a problem's ``meta`` shown under its question, one ``key: value``
+            line each, in this order (e.g. ``[level, type]`` for MATH-style records, ``[template,
+            difficulty]`` for the arithmetic task): the labels a task exposes, so the policy can
+            choose its workflow by them. Every training problem must hold every key (checked
+            when the run environment is built). Empty (default): the question alone. Never list
+            a key that holds the answer (the arithmetic task's ``expression`` does).
     """
 
     system: str | None = None
     examples: tuple[Example, ...] | None = None
     file: str | None = None
+    meta_keys: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.file is not None:
@@ -136,6 +152,7 @@ class PromptSpec:
             check(isinstance(raw, (list, tuple)), f"{_NAME}.examples", "must be a list")
             examples = tuple(_example(e, f"{_NAME}.examples[{i}]") for i, e in enumerate(raw))
             object.__setattr__(self, "examples", examples)
+        object.__setattr__(self, "meta_keys", _meta_keys(self.meta_keys))
 
     def check(self, operators: OperatorTable | None = None) -> PromptSpec:
         """Validate every example for its domain(s) against ``operators`` (default: the
@@ -162,4 +179,21 @@ class PromptSpec:
                 | ({"domain": e.domain} if e.domain else {})
                 for e in self.examples
             ]
-        return {"system": self.system, "examples": examples, "file": self.file}
+        return {
+            "system": self.system,
+            "examples": examples,
+            "file": self.file,
+            "meta_keys": list(self.meta_keys),
+        }
+
+    def meta_lines(self, problem_id: str, meta: Mapping[str, Any]) -> list[str]:
+        """The ``key: value`` lines of :attr:`meta_keys` for one problem; a key the problem
+        lacks is a ``ConfigError`` naming it, the problem and the keys it has."""
+        missing = [key for key in self.meta_keys if key not in meta]
+        if missing:
+            raise ConfigError(
+                f"{_NAME}.meta_keys: problem {problem_id} has no meta key(s) {missing} (it has "
+                f"{sorted(meta)}); list only keys every problem of the task holds"
+            )
+        return [f"{key}: {meta[key]}" for key in self.meta_keys]
+

@@ -7,6 +7,7 @@ Each implementation runs in its own subprocess (clean peak RSS), alternating, ``
 times; the first step of each run is warm-up and not counted.
 
     python scripts/bench_step.py --steps 6 --repeats 2        # needs: pip install trl
+    python scripts/bench_step.py --impl pair --steps 6 --repeats 2   # without TRL's checkpointing
     python scripts/bench_step.py --impl ours --steps 6         # one side only
     python scripts/bench_step.py --impl grammar --steps 6 --repeats 3   # the mask's cost
     python scripts/bench_step.py --model random:qwen2.5-1.5b --device cuda --dtype bfloat16
@@ -220,7 +221,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument(
-        "--impl", choices=["ours", "trl", "trl_gc", "grammar", "all"], default="all"
+        "--impl", choices=["ours", "trl", "trl_gc", "grammar", "pair", "all"], default="all"
     )
     parser.add_argument("--child", choices=["ours", "trl", "trl_gc", "grammar"])
     for key, value in CPU_DEFAULT.items():
@@ -230,9 +231,12 @@ def main() -> None:
     if args.child:
         _child(args.child, args.steps, where)
         return
-    impls = {"all": ["ours", "trl", "trl_gc"], "grammar": ["ours", "grammar"]}.get(
-        args.impl, [args.impl]
-    )
+    groups = {
+        "all": ["ours", "trl", "trl_gc"],
+        "pair": ["ours", "trl"],
+        "grammar": ["ours", "grammar"],
+    }
+    impls = groups.get(args.impl, [args.impl])
     results: dict[str, list[dict]] = {i: [] for i in impls}
     for _ in range(args.repeats):
         for impl in impls:

@@ -21,8 +21,9 @@ class SFTConfig:
     Attributes:
         data: ``grammar`` (workflows drawn from the run's operator table, stratified so that no
             workflow dominates: ``dsl.generate.stratified_workflow``, one per training problem)
-            or ``jsonl:PATH`` (your pairs: one ``{"question", "workflow"[, "domain"]}`` object
-            per line, the question rendered with the run's prompt).
+            or ``jsonl:PATH`` (your pairs: one ``{"question", "workflow"[, "domain", "meta"]}``
+            object per line, the question rendered with the run's prompt; ``meta`` holds the
+            labels its ``prompt.meta_keys`` show).
         examples: training problems drawn for ``grammar`` (pairs longer than
             ``rollout.max_new_tokens`` are dropped).
         batch_size: pairs per optimizer step. lr: AdamW learning rate. max_steps: at most.

@@ -146,6 +146,8 @@ def build_environment(
     registries = check_names(config)
     prompt = PolicyPrompt(config.prompt.check(table), table)
     problems = _problems(config) if with_problems else ()
+    for problem in problems:  # a label missing from one problem fails here, not at its step
+        prompt.spec.meta_lines(problem.id, problem.meta)
     llm, limits = None, None
     if with_executor:
         llm, limits = setup.executor(config, model, tokenizer, executor)

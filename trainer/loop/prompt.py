@@ -103,7 +103,8 @@ def examples_for(domain: str, prompt: PromptSpec | None = None) -> tuple[tuple[s
 def build_messages(
     problem: Problem, prompt: PromptSpec | None = None, operators: OperatorTable | None = None
 ) -> list[dict]:
-    """System message, the domain's examples as user/assistant turns, then the problem."""
+    """System message, the domain's examples as user/assistant turns, then the problem, with
+    the ``meta`` values the prompt's ``meta_keys`` name under it (one ``key: value`` line each)."""
     system = system_prompt(problem.domain, prompt, operators)
     messages = [{"role": "system", "content": system}]
     for question, workflow in examples_for(problem.domain, prompt):
@@ -111,7 +112,9 @@ def build_messages(
             {"role": "user", "content": f"Problem: {question}"},
             {"role": "assistant", "content": workflow},
         ]
-    messages.append({"role": "user", "content": f"Problem: {problem.question.strip()}"})
+    spec = prompt if prompt is not None else PromptSpec()
+    lines = [f"Problem: {problem.question.strip()}", *spec.meta_lines(problem.id, problem.meta)]
+    messages.append({"role": "user", "content": "\n".join(lines)})
     return messages
 
 

@@ -5,10 +5,11 @@ validates them. The adapter is what ``model.init_adapter`` starts RL from.
 
 Pairs come from the run's operator table (``sft.data: grammar``: one stratified draw per
 training problem, :func:`flowgrpo.dsl.generate.stratified_workflow`) or from the user's JSONL of
-``{"question", "workflow"[, "domain"]}`` objects. The loss is the mean cross-entropy over the
-completion tokens (workflow + end token), prompt tokens masked, as TRL's SFTTrainer with
-``completion_only_loss`` (:mod:`..algorithms.completion_loss`: the batch's shared prompt prefix
-runs once and only completion positions reach the vocabulary).
+``{"question", "workflow"[, "domain", "meta"]}`` objects (``meta``: the labels the prompt's
+``meta_keys`` show). The loss is the mean cross-entropy over the completion tokens (workflow +
+end token), prompt tokens masked, as TRL's SFTTrainer with ``completion_only_loss``
+(:mod:`..algorithms.completion_loss`: the batch's shared prompt prefix runs once and only
+completion positions reach the vocabulary).
 """
 
 from __future__ import annotations
@@ -87,7 +88,12 @@ def jsonl_pairs(path: str, prompt: PolicyPrompt) -> tuple[list[Problem], list[st
         if not report.ok:
             raise ConfigError(f"{where}: workflow {row['workflow']!r} is not valid for "
                               f"{domain}: {report.errors[0].message}")  # fmt: skip
-        problems.append(Problem(f"sft-{n}", domain, str(row["question"]), ""))
+        meta = row.get("meta", {})
+        if not isinstance(meta, dict):
+            raise ConfigError(f"{where}: 'meta' must be an object of labels, got {meta!r}")
+        problem = Problem(f"sft-{n}", domain, str(row["question"]), "", meta=meta)
+        prompt.spec.meta_lines(problem.id, meta)  # the labels the prompt shows must be there
+        problems.append(problem)
         workflows.append(report.canonical)
     if not problems:
         raise ConfigError(f"sft.data: {path} holds no pairs")

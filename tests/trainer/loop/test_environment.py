@@ -177,3 +177,20 @@ def test_a_bad_estimator_is_the_same_error_when_the_run_is_built(tmp_path):
     assert result.exit_code == 2
     assert f"bad config: {message}" in result.output
     assert "Traceback" not in result.output
+
+
+def test_prompt_labels_are_checked_against_every_training_problem_when_the_run_is_built():
+    shown = load_config("configs/tiny.yaml", ("prompt.meta_keys=[template, difficulty]",))
+    environment = build_environment(shown, with_executor=False)
+    problem = environment.problems[0]
+    last = environment.prompt.messages(problem)[-1]["content"]
+    assert last.endswith(f"\ntemplate: {problem.meta['template']}\ndifficulty: easy")
+    cfg = load_config("configs/tiny.yaml", ("prompt.meta_keys=[level]",))
+    with pytest.raises(ConfigError, match=r"prompt.meta_keys: problem arithmetic/train/0 has no"):
+        build_environment(cfg, with_executor=False)
+    result = CliRunner().invoke(
+        main, ["train", "--config", "configs/tiny.yaml", "--set", "prompt.meta_keys=[level]",
+               "--dry-run"],
+    )  # fmt: skip
+    assert result.exit_code == 2 and "meta key(s) ['level']" in result.output
+    assert "Traceback" not in result.output

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from flowgrpo.configuration import ConfigError
 from flowgrpo.dsl import validate
+from flowgrpo.dsl.fewshot import PromptSpec
 from flowgrpo.dsl.generate import sft_tails, stratified_workflow
 from flowgrpo.dsl.operators import default_table
 from flowgrpo.operators.interpreter import Limits
@@ -96,6 +97,21 @@ def test_your_pairs_are_read_and_a_bad_line_is_named(tmp_path):
         jsonl_pairs(str(bad), PolicyPrompt())
     with pytest.raises(ConfigError, match="does not exist"):
         jsonl_pairs(str(tmp_path / "none.jsonl"), PolicyPrompt())
+
+
+def test_your_pairs_carry_the_labels_the_prompt_shows(tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    row = {"question": "2+2?", "workflow": "Custom", "meta": {"difficulty": "easy"}}
+    pairs.write_text(json.dumps(row) + "\n")
+    prompt = PolicyPrompt(PromptSpec(meta_keys=("difficulty",)))
+    problems, _ = jsonl_pairs(str(pairs), prompt)
+    assert prompt.messages(problems[0])[-1]["content"] == "Problem: 2+2?\ndifficulty: easy"
+    pairs.write_text(json.dumps(row | {"meta": {"level": 3}}) + "\n")
+    with pytest.raises(ConfigError, match=r"problem sft-1 has no meta key\(s\) \['difficulty'\]"):
+        jsonl_pairs(str(pairs), prompt)
+    pairs.write_text(json.dumps(row | {"meta": "easy"}) + "\n")
+    with pytest.raises(ConfigError, match="line 1: 'meta' must be an object"):
+        jsonl_pairs(str(pairs), prompt)
 
 
 @pytest.mark.parametrize(("eval_from", "checked"), [(0, [0, 2, 3]), (2, [2, 3])])
