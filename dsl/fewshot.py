@@ -196,4 +196,3 @@ class PromptSpec:
                 f"{sorted(meta)}); list only keys every problem of the task holds"
             )
         return [f"{key}: {meta[key]}" for key in self.meta_keys]
-

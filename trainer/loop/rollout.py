@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache, StaticCache, TopPLogitsWarper
+from transformers import DynamicCache, StaticCache
 
 from flowgrpo.dsl.validate import DEFAULT_STATIC_LIMITS
 from flowgrpo.operators.tasks.base import Problem
@@ -34,6 +34,7 @@ from flowgrpo.trainer.loop.constrain import (
 from flowgrpo.trainer.loop.endgame import EndGame
 from flowgrpo.trainer.loop.policy import merged_adapter
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
+from flowgrpo.trainer.loop.sampler import sampling_processors
 
 logger = logging.getLogger(__name__)
 
@@ -189,9 +190,6 @@ def generate_rollout(
     enc = _left_padded(tokenizer, texts)
     device = next(model.parameters()).device
     eos = _eos_ids(model, tokenizer)
-    # top_k=0: no top-k filter; the log-probs of the update use the full tempered distribution.
-    sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
-    sampling = sampling if temperature > 0 else {"do_sample": False}
     was_training = model.training
     model.eval()
     try:
@@ -200,7 +198,7 @@ def generate_rollout(
             mask = enc["attention_mask"].to(device).repeat_interleave(group_size, dim=0)
             grammar = _grammar_mask(constrained, model, tokenizer, problems, ids, prompt,
                                     limits, max_new_tokens)  # fmt: skip
-            sampling, extra = _masked_sampling(sampling, grammar, top_p, temperature)
+            sampling, extra = _sampling(grammar, top_p, temperature)
             if prefill_once:
                 extra[cache_keyword(model)] = prefill_prompts(
                     model, prompt_ids, group_size, max_new_tokens
@@ -229,17 +227,20 @@ def _keep_masks(rollout: Rollout, grammar: GrammarMask) -> None:
         rollout.endgame_N[sorted(grammar.endgame.touched)] = True
 
 
-def _masked_sampling(sampling: dict, grammar: GrammarMask | None, top_p: float, temperature):
-    """(generate's sampling arguments, its logits processors): the mask runs before top-p
-    (``generate`` would run a custom processor after its own top-p), so top-p truncates the
-    constrained distribution and can never leave no token. The mask measures the mass it
-    removes at the sampling ``temperature`` (greedy: the raw logits)."""
-    if grammar is None:
-        return sampling, {}
-    grammar.temperature = temperature if temperature > 0 else 1.0
-    if sampling.get("do_sample") and top_p < 1:
-        return {**sampling, "top_p": 1.0}, {"logits_processor": [grammar, TopPLogitsWarper(top_p)]}
-    return sampling, {"logits_processor": [grammar]}
+def _sampling(grammar: GrammarMask | None, top_p: float, temperature: float):
+    """(generate's arguments, its logits processors). Sampling runs as a greedy ``generate``
+    whose last processor draws the token (:mod:`.sampler`: inverse CDF, not generate's slow
+    ``torch.multinomial``); no top-k filter, so the update's log-probs use the full tempered
+    distribution. The grammar mask runs first, then top-p, then the temperature, the order
+    ``generate`` itself gave a custom processor; the mask measures the mass it removes at the
+    sampling ``temperature`` (greedy: the raw logits)."""
+    if grammar is not None:
+        grammar.temperature = temperature if temperature > 0 else 1.0
+    if temperature <= 0:
+        return {"do_sample": False}, ({"logits_processor": [grammar]} if grammar else {})
+    return {"do_sample": False}, {
+        "logits_processor": sampling_processors(temperature, top_p, grammar)
+    }
 
 
 def _grammar_mask(constrained, model, tokenizer, problems, ids_NP, prompt, limits, max_new):

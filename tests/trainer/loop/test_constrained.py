@@ -15,6 +15,7 @@ from flowgrpo.trainer.algorithms.logprobs import group_logprobs
 from flowgrpo.trainer.loop.constrain import grammar_tokenizer, unpack_allowed
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
 from flowgrpo.trainer.loop.rollout import generate_rollout
+from flowgrpo.trainer.loop.sampler import InverseCdfSampler
 
 MATH = Problem("a", "math", "What is 2 + 2?", "4")
 CODE = Problem("b", "code", "Write add(a, b).", "")
@@ -101,14 +102,22 @@ def _random_model_of(model):
 
 
 def _scores_of_generate(model, monkeypatch):
-    """Make generate return its processed scores too (what it sampled from), kept in a list."""
-    kept, plain = [], model.generate
+    """Keep the processed scores each token was drawn from (temperature and mask applied: what
+    the sampler, generate's last processor, received), one [N, T, V] tensor per call."""
+    kept, steps, plain = [], [], model.generate
+    draw = InverseCdfSampler.__call__
+
+    def spy(self, input_ids, scores):
+        steps.append(scores.clone())
+        return draw(self, input_ids, scores)
 
     def generate(**kw):
-        out = plain(**kw, output_scores=True, return_dict_in_generate=True)
-        kept.append(torch.stack(out.scores, dim=1))  # [N, T, V], temperature and mask applied
-        return out.sequences
+        steps.clear()
+        out = plain(**kw)
+        kept.append(torch.stack(steps, dim=1))
+        return out
 
+    monkeypatch.setattr(InverseCdfSampler, "__call__", spy)
     monkeypatch.setattr(model, "generate", generate)
     return kept
 
