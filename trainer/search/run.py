@@ -198,15 +198,21 @@ def sft_pairs(
     """Write ``n`` (at most the training problems) ``{"question", "workflow"}`` pairs to ``path``
     (``sft.data: jsonl:PATH``): problem i gets ``workflows[i % len(workflows)]``, so a start
     trained on them writes each of the searched workflows about equally often, whatever the
-    problem (the choice between them is left to RL). Returns how many."""
+    problem (the choice between them is left to RL). A prompt with ``meta_keys`` gets those
+    labels in each pair's ``meta`` (only those: the start sees what the run's prompt shows).
+    Returns how many."""
     if not workflows:
         raise ValueError("sft_pairs needs at least one workflow")
-    problems = environment.problems[:n]
+    problems, shown = environment.problems[:n], environment.prompt.spec.meta_keys
     lines = [json.dumps({"question": p.question, "workflow": workflows[i % len(workflows)],
-                         "domain": p.domain})
+                         "domain": p.domain} | _labels(p, shown))
              for i, p in enumerate(problems)]  # fmt: skip
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
     return len(lines)
+
+
+def _labels(problem, keys: Sequence[str]) -> dict:
+    return {"meta": {k: problem.meta[k] for k in keys}} if keys else {}
 
 
 __all__ = ["SearchSetup", "candidates_of", "prepare", "result_json", "search", "sft_pairs",

@@ -109,6 +109,18 @@ def test_the_json_and_the_sft_pairs_of_the_winner(tmp_path):
         sft_pairs(path, [], setup.environment, 5)
 
 
+def test_the_sft_pairs_carry_the_labels_the_prompt_shows_and_no_others(tmp_path):
+    _, cfg = world_config("cheap", "prompt.meta_keys=[difficulty]")
+    setup = prepare(cfg, None, 0)
+    path = tmp_path / "pairs.jsonl"
+    assert sft_pairs(path, ["Programmer"], setup.environment, 4) == 4
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    truth = [p.meta["difficulty"] for p in setup.environment.problems[:4]]
+    assert [row["meta"] for row in rows] == [{"difficulty": d} for d in truth]
+    problems, _ = jsonl_pairs(str(path), setup.environment.prompt)
+    assert problems[0].meta == {"difficulty": truth[0]}
+
+
 def test_the_command_prints_the_top_workflows_and_writes_json(tmp_path):
     candidates = tmp_path / "candidates.txt"
     candidates.write_text("# three workflows\n" + "\n".join(THREE) + "\n")
