@@ -12,33 +12,6 @@ REPO = Path(__file__).parents[2]
 
 
 @pytest.mark.slow
-def test_smoke_run_trains_evaluates_and_writes_its_section(tmp_path):
-    cmd = [
-        sys.executable,
-        str(REPO / "research" / "learn_known_optimum.py"),
-        "--smoke",
-        "--out",
-        str(tmp_path),
-        "--runs-dir",
-        str(tmp_path / "runs"),
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
-    assert done.returncode == 0, done.stderr[-3000:]
-    data = json.loads((tmp_path / "known_optimum.json").read_text())
-    assert [r["seed"] for r in data["runs"]] == [0, 1]
-    for run in data["runs"]:
-        assert run["steps"] == 2 and len(run["series"]["sim/regret"]) == 2
-        assert Path(run["checkpoint"]).name == "checkpoint-2"
-        assert 0 <= run["eval"]["sim/regret"] <= 1.5  # held-out, from the simulated executor
-    assert 0 <= data["start"]["validity_rate"] <= 1
-    text = (tmp_path / "known_optimum.md").read_text()  # its own file; no doc edited in place
-    assert not (tmp_path / "RESULTS.md").exists()
-    assert "| start |" in text and "| **mean ± 95% CI** |" in text
-    assert "SIMULATED" in text
-    assert (tmp_path / "figures" / "known_optimum.png").read_bytes()[:4] == b"\x89PNG"
-
-
-@pytest.mark.slow
 def test_worlds_each_get_their_runs_start_and_mode(tmp_path):
     worlds = [REPO / "configs" / "worlds" / f"{w}.yaml" for w in ("cheap", "answer-ensembles")]
     cmd = [sys.executable, str(REPO / "research" / "learn_known_optimum.py"), "--smoke",
@@ -216,20 +189,28 @@ def test_world_takes_several_files_at_once_or_repeated():
 
 
 @pytest.mark.slow
-def test_jobs_trains_the_seeds_in_worker_processes_with_shared_cores(tmp_path):
+def test_smoke_run_trains_the_seeds_in_worker_processes_and_writes_its_section(tmp_path):
+    # one smoke study (2 seeds, 2 steps each) with --jobs 2: the seeds train in worker processes
+    # sharing the cores; the sequential path runs in the --threads and --world tests
     from studylib.pool import threads_per_job
 
     cmd = [sys.executable, str(REPO / "research" / "learn_known_optimum.py"), "--smoke",
-           "--jobs", "2", "--tag", "j", "--no-write", "--out", str(tmp_path),
-           "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
+           "--jobs", "2", "--out", str(tmp_path), "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
-    data = json.loads((tmp_path / "known_optimum-j.json").read_text())
+    data = json.loads((tmp_path / "known_optimum.json").read_text())
     assert [r["seed"] for r in data["runs"]] == [0, 1]  # sorted, whichever finished first
     for run in data["runs"]:
-        assert Path(run["checkpoint"]).name == "checkpoint-2" and run["steps"] == 2
-        assert 0 <= run["eval"]["sim/regret"] <= 1.5
+        assert run["steps"] == 2 and len(run["series"]["sim/regret"]) == 2
+        assert Path(run["checkpoint"]).name == "checkpoint-2"
+        assert 0 <= run["eval"]["sim/regret"] <= 1.5  # held-out, from the simulated executor
         assert run["torch_threads"] == threads_per_job(2)
+    assert 0 <= data["start"]["validity_rate"] <= 1
+    text = (tmp_path / "known_optimum.md").read_text()  # its own file; no doc edited in place
+    assert not (tmp_path / "RESULTS.md").exists()
+    assert "| start |" in text and "| **mean ± 95% CI** |" in text
+    assert "SIMULATED" in text
+    assert (tmp_path / "figures" / "known_optimum.png").read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.parametrize("option", ["--jobs", "--threads"])
