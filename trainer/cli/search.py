@@ -49,8 +49,19 @@ from flowgrpo.trainer.cli.common import (
     "(a start that writes each of them; RL then chooses between them per problem).",
     1,
 )
+@click.option(
+    "--by",
+    "by",
+    metavar="KEY",
+    default=None,
+    help="Search once per value of this label of the problems (their meta, e.g. difficulty),"
+    " the budget split evenly: a table from label to workflow. Show the label to the policy"
+    " with --set 'prompt.meta_keys=[KEY]'.",
+)
 @output_options
-def search_cmd(config_path, overrides, budget, candidates_file, top, seed, out, sft_pairs, sft_top):
+def search_cmd(
+    config_path, overrides, budget, candidates_file, top, seed, out, sft_pairs, sft_top, by
+):
     """Search for the best single workflow: the baseline to try before RL.
 
     Runs sequential halving (Karnin et al., ICML 2013) over the candidate workflows on the
@@ -74,6 +85,9 @@ def search_cmd(config_path, overrides, budget, candidates_file, top, seed, out, 
     status(f"searching with executor {cfg.executor.kind!r}, budget {budget:,} calls ...")
     try:
         environment = run.prepare(cfg, environment, seed).environment  # the executor built
+        if by:
+            return _search_by(cfg, budget, by, environment, candidates, seed, top, out,
+                              sft_pairs, sft_top, config_path)  # fmt: skip
         result = run.search(cfg, budget, candidates=candidates, seed=seed, environment=environment)
     except (ConfigError, ValueError, FileNotFoundError, OSError, ImportError) as exc:
         fail(str(exc))
@@ -87,6 +101,29 @@ def search_cmd(config_path, overrides, budget, candidates_file, top, seed, out, 
         n = run.sft_pairs(sft_pairs, chosen, environment, cfg.sft.examples)
         click.echo(f"wrote {n} SFT pairs of {len(chosen)} workflow(s) to {sft_pairs} "
                    f"(sft.data: jsonl:{sft_pairs})")  # fmt: skip
+
+
+def _search_by(cfg, budget, key, environment, candidates, seed, top, out, pairs, pairs_top,
+               config_path) -> None:  # fmt: skip
+    from flowgrpo.trainer.search import by_label, run
+
+    results = by_label.search_by(cfg, budget, key, environment, candidates=candidates, seed=seed)
+    for value, result in results.items():
+        click.echo(f"\n{key}: {value}")
+        _print(result, top)
+    if out:
+        data = {"by": key, "labels": {v: run.result_json(r, config_path, top)
+                                      for v, r in results.items()}}  # fmt: skip
+        Path(out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        click.echo(f"wrote {out}")
+    if pairs:
+        chosen = {v: [arm.workflow for arm in r.arms[:pairs_top]] for v, r in results.items()}
+        n = by_label.sft_pairs_by(pairs, chosen, environment, key, cfg.sft.examples)
+        click.echo(f"wrote {n} SFT pairs, each with its own {key}'s best workflow(s), to {pairs}")
+        if key not in cfg.prompt.meta_keys:
+            hint = f"--set 'prompt.meta_keys=[{key}]'"
+            click.echo(f"note: the prompt does not show {key}; add {hint} to the SFT and "
+                       "training runs so the policy can read it")  # fmt: skip
 
 
 def _read_candidates(path: str) -> list[str]:

@@ -205,15 +205,17 @@ def sft_pairs(
         raise ValueError("sft_pairs needs at least one workflow")
     problems, shown = environment.problems[:n], environment.prompt.spec.meta_keys
     lines = [json.dumps({"question": p.question, "workflow": workflows[i % len(workflows)],
-                         "domain": p.domain} | _labels(p, shown))
+                         "domain": p.domain} | shown_labels(p, shown))
              for i, p in enumerate(problems)]  # fmt: skip
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
     return len(lines)
 
 
-def _labels(problem, keys: Sequence[str]) -> dict:
+def shown_labels(problem, keys: Sequence[str]) -> dict:
+    """``{"meta": ...}`` of ``problem``'s labels named by ``keys`` (a prompt's ``meta_keys``);
+    ``{}`` without keys."""
     return {"meta": {k: problem.meta[k] for k in keys}} if keys else {}
 
 
 __all__ = ["SearchSetup", "candidates_of", "prepare", "result_json", "search", "sft_pairs",
-           "workflow_reward"]  # fmt: skip
+           "shown_labels", "workflow_reward"]  # fmt: skip

@@ -1,0 +1,88 @@
+"""Search once per label: the best single workflow for each kind of problem a task labels.
+
+Where a task's records carry a label that decides which workflow is best (a difficulty, a
+subject, a template: ``Problem.meta[key]``), the baseline a user tries before RL is not one
+workflow but a table from label to workflow: :func:`search_by` runs the sequential-halving
+search (:func:`.run.search`) on the training problems of each label value, the budget split
+evenly between them. A policy trained with RL is worth more than this table only where the
+feature that decides is not a label (docs/RESULTS.md, "Choosing per problem").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from flowgrpo.trainer.config import TrainConfig
+from flowgrpo.trainer.loop.environment import RunEnvironment
+from flowgrpo.trainer.search.halving import SearchResult
+from flowgrpo.trainer.search.run import search, shown_labels
+
+
+def split_by(environment: RunEnvironment, key: str) -> dict[str, RunEnvironment]:
+    """The environment once per value of ``meta[key]`` (as text, sorted), each holding only its
+    problems. A problem without the key is a ``ValueError`` naming it and the keys it has."""
+    groups: dict[str, list] = {}
+    for problem in environment.problems:
+        if key not in problem.meta:
+            raise ValueError(
+                f"--by {key}: problem {problem.id} has no meta key {key!r} (it has "
+                f"{sorted(problem.meta)}); use a key every training problem holds"
+            )
+        groups.setdefault(str(problem.meta[key]), []).append(problem)
+    if not groups:
+        raise ValueError(f"--by {key}: the task gave no training problems")
+    return {
+        value: dataclasses.replace(environment, problems=tuple(problems))
+        for value, problems in sorted(groups.items())
+    }
+
+
+def search_by(
+    config: TrainConfig,
+    budget: int,
+    key: str,
+    environment: RunEnvironment,
+    *,
+    candidates: Sequence[str] | None = None,
+    seed: int = 0,
+) -> dict[str, SearchResult]:
+    """:func:`.run.search` on the problems of each value of ``meta[key]``, each with an equal
+    share of ``budget`` (at least one call). ``environment`` has its executor built
+    (:func:`.run.prepare`)."""
+    parts = split_by(environment, key)
+    share = max(1, budget // len(parts))
+    return {
+        value: search(config, share, candidates=candidates, seed=seed, environment=part)
+        for value, part in parts.items()
+    }
+
+
+def sft_pairs_by(
+    path: str | Path,
+    chosen: Mapping[str, Sequence[str]],
+    environment: RunEnvironment,
+    key: str,
+    n: int,
+) -> int:
+    """Write ``n`` (at most the training problems) pairs to ``path``: each problem with one of
+    *its own label's* workflows in ``chosen``, taken in turn within the label; with the labels
+    the run's prompt shows (``meta``). Returns how many."""
+    problems, shown = environment.problems[:n], environment.prompt.spec.meta_keys
+    used: Counter[str] = Counter()
+    lines = []
+    for problem in problems:
+        label = str(problem.meta[key])
+        workflows = chosen[label]
+        workflow = workflows[used[label] % len(workflows)]
+        used[label] += 1
+        row = {"question": problem.question, "workflow": workflow, "domain": problem.domain}
+        lines.append(json.dumps(row | shown_labels(problem, shown)))
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return len(lines)
+
+
+__all__ = ["search_by", "sft_pairs_by", "split_by"]
