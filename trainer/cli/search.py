@@ -53,10 +53,11 @@ from flowgrpo.trainer.cli.common import (
     "--by",
     "by",
     metavar="KEY",
-    default=None,
+    multiple=True,
     help="Search once per value of this label of the problems (their meta, e.g. difficulty),"
-    " the budget split evenly: a table from label to workflow. Show the label to the policy"
-    " with --set 'prompt.meta_keys=[KEY]'.",
+    " the budget split evenly: a table from label to workflow. Repeat it to label by several"
+    " keys (values joined with /). Show the labels to the policy with --set"
+    " 'prompt.meta_keys=[KEY]'.",
 )
 @output_options
 def search_cmd(
@@ -103,27 +104,29 @@ def search_cmd(
                    f"(sft.data: jsonl:{sft_pairs})")  # fmt: skip
 
 
-def _search_by(cfg, budget, key, environment, candidates, seed, top, out, pairs, pairs_top,
+def _search_by(cfg, budget, keys, environment, candidates, seed, top, out, pairs, pairs_top,
                config_path) -> None:  # fmt: skip
     from flowgrpo.trainer.search import by_label, run
 
-    results = by_label.search_by(cfg, budget, key, environment, candidates=candidates, seed=seed)
+    results = by_label.search_by(cfg, budget, keys, environment, candidates=candidates, seed=seed)
+    key = "/".join(keys)
     for value, result in results.items():
         click.echo(f"\n{key}: {value}")
         _print(result, top)
     if out:
-        data = {"by": key, "labels": {v: run.result_json(r, config_path, top)
-                                      for v, r in results.items()}}  # fmt: skip
+        data = {"by": list(keys), "labels": {v: run.result_json(r, config_path, top)
+                                             for v, r in results.items()}}  # fmt: skip
         Path(out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         click.echo(f"wrote {out}")
     if pairs:
         chosen = {v: [arm.workflow for arm in r.arms[:pairs_top]] for v, r in results.items()}
-        n = by_label.sft_pairs_by(pairs, chosen, environment, key, cfg.sft.examples)
+        n = by_label.sft_pairs_by(pairs, chosen, environment, keys, cfg.sft.examples)
         click.echo(f"wrote {n} SFT pairs, each with its own {key}'s best workflow(s), to {pairs}")
-        if key not in cfg.prompt.meta_keys:
-            hint = f"--set 'prompt.meta_keys=[{key}]'"
-            click.echo(f"note: the prompt does not show {key}; add {hint} to the SFT and "
-                       "training runs so the policy can read it")  # fmt: skip
+        unseen = [k for k in keys if k not in cfg.prompt.meta_keys]
+        if unseen:
+            hint = f"--set 'prompt.meta_keys=[{', '.join(keys)}]'"
+            click.echo(f"note: the prompt does not show {', '.join(unseen)}; add {hint} to the "
+                       "SFT and training runs so the policy can read it")  # fmt: skip
 
 
 def _read_candidates(path: str) -> list[str]:

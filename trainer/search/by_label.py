@@ -22,19 +22,26 @@ from flowgrpo.trainer.search.halving import SearchResult
 from flowgrpo.trainer.search.run import search, shown_labels
 
 
-def split_by(environment: RunEnvironment, key: str) -> dict[str, RunEnvironment]:
-    """The environment once per value of ``meta[key]`` (as text, sorted), each holding only its
-    problems. A problem without the key is a ``ValueError`` naming it and the keys it has."""
+def label_of(problem, keys: Sequence[str]) -> str:
+    """``problem``'s label: its ``meta`` values of ``keys`` as text, joined with ``/``. A key it
+    lacks is a ``ValueError`` naming the problem and the keys it has."""
+    missing = [key for key in keys if key not in problem.meta]
+    if missing:
+        raise ValueError(
+            f"--by {missing[0]}: problem {problem.id} has no meta key {missing[0]!r} (it has "
+            f"{sorted(problem.meta)}); use a key every training problem holds"
+        )
+    return "/".join(str(problem.meta[key]) for key in keys)
+
+
+def split_by(environment: RunEnvironment, keys: Sequence[str]) -> dict[str, RunEnvironment]:
+    """The environment once per label (:func:`label_of`, sorted), each holding only its
+    problems."""
     groups: dict[str, list] = {}
     for problem in environment.problems:
-        if key not in problem.meta:
-            raise ValueError(
-                f"--by {key}: problem {problem.id} has no meta key {key!r} (it has "
-                f"{sorted(problem.meta)}); use a key every training problem holds"
-            )
-        groups.setdefault(str(problem.meta[key]), []).append(problem)
+        groups.setdefault(label_of(problem, keys), []).append(problem)
     if not groups:
-        raise ValueError(f"--by {key}: the task gave no training problems")
+        raise ValueError(f"--by {'/'.join(keys)}: the task gave no training problems")
     return {
         value: dataclasses.replace(environment, problems=tuple(problems))
         for value, problems in sorted(groups.items())
@@ -44,16 +51,16 @@ def split_by(environment: RunEnvironment, key: str) -> dict[str, RunEnvironment]
 def search_by(
     config: TrainConfig,
     budget: int,
-    key: str,
+    keys: Sequence[str],
     environment: RunEnvironment,
     *,
     candidates: Sequence[str] | None = None,
     seed: int = 0,
 ) -> dict[str, SearchResult]:
-    """:func:`.run.search` on the problems of each value of ``meta[key]``, each with an equal
-    share of ``budget`` (at least one call). ``environment`` has its executor built
-    (:func:`.run.prepare`)."""
-    parts = split_by(environment, key)
+    """:func:`.run.search` on the problems of each label (the values of ``meta[k]`` for ``k`` in
+    ``keys``), each with an equal share of ``budget`` (at least one call). ``environment`` has
+    its executor built (:func:`.run.prepare`)."""
+    parts = split_by(environment, keys)
     share = max(1, budget // len(parts))
     return {
         value: search(config, share, candidates=candidates, seed=seed, environment=part)
@@ -65,7 +72,7 @@ def sft_pairs_by(
     path: str | Path,
     chosen: Mapping[str, Sequence[str]],
     environment: RunEnvironment,
-    key: str,
+    keys: Sequence[str],
     n: int,
 ) -> int:
     """Write ``n`` (at most the training problems) pairs to ``path``: each problem with one of
@@ -75,7 +82,7 @@ def sft_pairs_by(
     used: Counter[str] = Counter()
     lines = []
     for problem in problems:
-        label = str(problem.meta[key])
+        label = label_of(problem, keys)
         workflows = chosen[label]
         workflow = workflows[used[label] % len(workflows)]
         used[label] += 1
@@ -85,4 +92,4 @@ def sft_pairs_by(
     return len(lines)
 
 
-__all__ = ["search_by", "sft_pairs_by", "split_by"]
+__all__ = ["label_of", "search_by", "sft_pairs_by", "split_by"]

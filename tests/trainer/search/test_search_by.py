@@ -29,7 +29,7 @@ def exact_by_kind(world, workflow: str, kind: str) -> float:
 def test_each_difficulty_gets_its_own_exact_best_workflow():
     world, cfg = world_config("adaptive-checks", "rollout.train_size=300")
     environment = prepare(cfg, None, 0).environment
-    results = search_by(cfg, 24_000, "difficulty", environment, candidates=CANDIDATES)
+    results = search_by(cfg, 24_000, ["difficulty"], environment, candidates=CANDIDATES)
     assert list(results) == ["easy", "hard", "medium"]
     for level, result in results.items():
         best = max(CANDIDATES, key=lambda w: exact_by_kind(world, w, level))
@@ -42,7 +42,17 @@ def test_a_problem_without_the_label_is_named():
     _, cfg = world_config("cheap", "rollout.train_size=5")
     environment = build_environment(cfg, with_executor=False)
     with pytest.raises(ValueError, match=r"--by level: problem arithmetic/train/0 has no meta key"):
-        split_by(environment, "level")
+        split_by(environment, ["template", "level"])
+
+
+def test_several_keys_label_a_problem_by_their_values_joined():
+    _, cfg = world_config("cheap", "rollout.train_size=40")
+    environment = build_environment(cfg, with_executor=False)
+    parts = split_by(environment, ["template", "difficulty"])
+    assert len(parts) > 5 and sum(len(e.problems) for e in parts.values()) == 40
+    for label, part in parts.items():
+        for problem in part.problems:
+            assert label == f"{problem.meta['template']}/{problem.meta['difficulty']}"
 
 
 def test_the_pairs_give_each_problem_its_own_labels_workflows_and_show_the_labels(tmp_path):
@@ -50,7 +60,7 @@ def test_the_pairs_give_each_problem_its_own_labels_workflows_and_show_the_label
     environment = build_environment(cfg, with_executor=False)
     chosen = {"easy": ["Programmer"], "medium": ["Custom", "AnswerGenerate"], "hard": ["Custom"]}
     path = tmp_path / "pairs.jsonl"
-    assert sft_pairs_by(path, chosen, environment, "difficulty", 30) == 30
+    assert sft_pairs_by(path, chosen, environment, ["difficulty"], 30) == 30
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     for problem, row in zip(environment.problems, rows, strict=True):
         level = problem.meta["difficulty"]
@@ -72,7 +82,7 @@ def test_the_command_prints_a_table_per_label_and_writes_json_and_pairs(tmp_path
     for level in ("easy", "medium", "hard"):
         assert f"difficulty: {level}" in result.output
     data = json.loads(out.read_text())
-    assert data["by"] == "difficulty" and sorted(data["labels"]) == ["easy", "hard", "medium"]
+    assert data["by"] == ["difficulty"] and sorted(data["labels"]) == ["easy", "hard", "medium"]
     assert len(pairs.read_text().splitlines()) == 60
     assert "the prompt does not show difficulty" in result.output
     bad = CliRunner().invoke(main, [
