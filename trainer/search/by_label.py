@@ -11,15 +11,13 @@ feature that decides is not a label (docs/RESULTS.md, "Choosing per problem").
 from __future__ import annotations
 
 import dataclasses
-import json
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from flowgrpo.trainer.config import TrainConfig
 from flowgrpo.trainer.loop.environment import RunEnvironment
 from flowgrpo.trainer.search.halving import SearchResult
-from flowgrpo.trainer.search.run import search, shown_labels
+from flowgrpo.trainer.search.run import search, write_pairs
 
 
 def label_of(problem, keys: Sequence[str]) -> str:
@@ -78,18 +76,7 @@ def sft_pairs_by(
     """Write ``n`` (at most the training problems) pairs to ``path``: each problem with one of
     *its own label's* workflows in ``chosen``, taken in turn within the label; with the labels
     the run's prompt shows (``meta``). Returns how many."""
-    problems, shown = environment.problems[:n], environment.prompt.spec.meta_keys
-    used: Counter[str] = Counter()
-    lines = []
-    for problem in problems:
-        label = label_of(problem, keys)
-        workflows = chosen[label]
-        workflow = workflows[used[label] % len(workflows)]
-        used[label] += 1
-        row = {"question": problem.question, "workflow": workflow, "domain": problem.domain}
-        lines.append(json.dumps(row | shown_labels(problem, shown)))
-    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return len(lines)
+    return write_pairs(path, environment, n, chosen, lambda problem: label_of(problem, keys))
 
 
 __all__ = ["label_of", "search_by", "sft_pairs_by", "split_by"]

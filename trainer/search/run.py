@@ -20,12 +20,14 @@ import json
 import logging
 import math
 import random
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from flowgrpo.dsl.space import workflow_space
 from flowgrpo.operators.interpreter import run_workflows
+from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.rewards.sample import make_sample
 from flowgrpo.rewards.score import prepare_samples, score_samples
 from flowgrpo.rewards.spec import RewardSpec
@@ -203,19 +205,34 @@ def sft_pairs(
     Returns how many."""
     if not workflows:
         raise ValueError("sft_pairs needs at least one workflow")
+    return write_pairs(path, environment, n, {"": workflows}, lambda problem: "")
+
+
+def write_pairs(
+    path: str | Path,
+    environment: RunEnvironment,
+    n: int,
+    chosen: Mapping[str, Sequence[str]],
+    label: Callable[[Problem], str],
+) -> int:
+    """Write the first ``n`` training problems as pairs to ``path``, each with one of the
+    workflows ``chosen`` for its ``label``, taken in turn within the label, and the labels the
+    run's prompt shows (``meta``). Returns how many."""
     problems, shown = environment.problems[:n], environment.prompt.spec.meta_keys
-    lines = [json.dumps({"question": p.question, "workflow": workflows[i % len(workflows)],
-                         "domain": p.domain} | shown_labels(p, shown))
-             for i, p in enumerate(problems)]  # fmt: skip
+    used: Counter[str] = Counter()
+    lines = []
+    for problem in problems:
+        value = label(problem)
+        workflows = chosen[value]
+        row = {"question": problem.question, "domain": problem.domain,
+               "workflow": workflows[used[value] % len(workflows)]}  # fmt: skip
+        used[value] += 1
+        if shown:
+            row["meta"] = {key: problem.meta[key] for key in shown}
+        lines.append(json.dumps(row))
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
     return len(lines)
 
 
-def shown_labels(problem, keys: Sequence[str]) -> dict:
-    """``{"meta": ...}`` of ``problem``'s labels named by ``keys`` (a prompt's ``meta_keys``);
-    ``{}`` without keys."""
-    return {"meta": {k: problem.meta[k] for k in keys}} if keys else {}
-
-
 __all__ = ["SearchSetup", "candidates_of", "prepare", "result_json", "search", "sft_pairs",
-           "shown_labels", "workflow_reward"]  # fmt: skip
+           "workflow_reward", "write_pairs"]  # fmt: skip
