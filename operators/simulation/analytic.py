@@ -217,25 +217,35 @@ def _run_root(root: Node, start: _S, ctx: _Ctx) -> Dist:
     reads are forgotten (candidates without a later ensembler, a critique without a later
     Revise, the verdict, which only a loop or a conditional reads after resetting it), so
     states that differ only there merge; the result is the same, found faster."""
-    steps = steps_of(root)
     dist: Dist = {start: 1.0}
-    for i, step in enumerate(steps):
+    for step, keep_candidates, keep_critique in _step_plan(root):
         dist = _exec(step, dist, ctx)
-        later = {n.name for rest in steps[i + 1 :] for n in op_nodes(rest)}
-        keep_candidates = bool(later & {"ScEnsemble", "MdEnsemble"})
-        keep_critique = "Revise" in later
         forgotten: Dist = {}
         for s, p in dist.items():
-            if not s.stopped:
-                s = s._replace(
-                    n=s.n if keep_candidates else 0,
-                    c=s.c if keep_candidates else 0,
-                    critique=s.critique and keep_critique,
-                    passed=False,
-                )
-            _add(forgotten, s, p)
+            if not s.stopped and (
+                s.passed
+                or (s.critique and not keep_critique)
+                or ((s.n or s.c) and not keep_candidates)
+            ):
+                kept = keep_candidates  # a constructor call: _replace costs 3x as much here
+                s = _S(s.sol, s.n if kept else 0, s.c if kept else 0,
+                       s.critique and keep_critique, False, s.calls, s.stopped)  # fmt: skip
+            if p > 0.0:
+                forgotten[s] = forgotten.get(s, 0.0) + p
         dist = forgotten
     return dist
+
+
+@lru_cache(maxsize=65536)
+def _step_plan(root: Node) -> tuple[tuple[Node, bool, bool], ...]:
+    """Each top-level step of ``root`` with whether a later step reads the candidates (an
+    ensembler) and the critique (Revise): computed once per workflow, not per walk."""
+    steps = steps_of(root)
+    plan = []
+    for i, step in enumerate(steps):
+        later = {n.name for rest in steps[i + 1 :] for n in op_nodes(rest)}
+        plan.append((step, bool(later & {"ScEnsemble", "MdEnsemble"}), "Revise" in later))
+    return tuple(plan)
 
 
 def _add(out: Dist, s: _S, p: float) -> None:
@@ -248,20 +258,27 @@ def _exec(node: Node | None, dist: Dist, ctx: _Ctx) -> Dist:
     if node is None or not dist:
         return dist
     out: Dist = {}
+    kernels = _kernels(node, ctx)  # hashed once per call: a node's hash walks its subtree
     for s, p in dist.items():
         if s.stopped:  # the run ended: nothing else happens
             _add(out, s, p)
             continue
-        for t, q in _kernel(node, s, ctx):
-            _add(out, t, p * q)
+        kernel = kernels.get(s)
+        if kernel is None:
+            kernel = kernels[s] = tuple(_Kernel().visit(node, s, ctx).items())
+        for t, q in kernel:  # _add inlined: the walk's innermost loop
+            pq = p * q
+            if pq > 0.0:
+                out[t] = out.get(t, 0.0) + pq
     return out
 
 
-@lru_cache(maxsize=1 << 18)
-def _kernel(node: Node, s: _S, ctx: _Ctx) -> tuple[tuple[_S, float], ...]:
-    """The distribution after ``node`` from the single state ``s`` (shared by workflows that
-    contain the same subtree, which makes scoring a whole space fast)."""
-    return tuple(_Kernel().visit(node, s, ctx).items())
+@lru_cache(maxsize=1 << 14)
+def _kernels(node: Node, ctx: _Ctx) -> dict[_S, tuple[tuple[_S, float], ...]]:
+    """The distribution after ``node`` from each single state met so far, filled as states
+    come (shared by workflows that contain the same subtree, which makes scoring a whole
+    space fast)."""
+    return {}
 
 
 class _Kernel(Visitor[Dist]):

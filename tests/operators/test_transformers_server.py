@@ -116,11 +116,14 @@ def test_dry_run_probes_the_server(server, tmp_path):
 
 @pytest.fixture(scope="module")
 def trained_run(server, tmp_path_factory):
-    """A two-step run of configs/tiny.yaml whose executor is the server: (run dir, result)."""
+    """A two-step run of configs/tiny.yaml whose executor is the server: (run dir, result).
+    Groups of 2 (of the config's 8): the path over HTTP is the same with a quarter of the
+    server's calls (each a SmolLM2 generation on one CPU thread)."""
     run_dir = tmp_path_factory.mktemp("run") / "run"
     result = invoke(
         "train", "--config", "configs/tiny.yaml", "--max-steps", 2, "--output-dir", run_dir,
         *sets([*executor_settings(server), "rollout.problems_per_step=1",
+               "rollout.num_generations=2", "rollout.allow_small_groups=true",
                "executor.max_new_tokens=16"]),
     )  # fmt: skip
     return run_dir, result
