@@ -178,22 +178,17 @@ def _check(text, workflow: Workflow, domain, limits: StaticLimits, allowed, tabl
     checker = _Checker(domain, limits, allowed, table)
     checker.visit(workflow.root, _State())
     root = workflow.root
-    calls = checker.calls  # count_calls(root), counted during the checking pass
-    if calls > limits.max_calls:
-        checker.error(
-            "too_many_calls",
-            root,
-            f"the workflow makes up to {calls} operator calls (limit {limits.max_calls})",
-            "use fewer steps, branches or loop repetitions",
-        )
-    depth = checker.deepest  # nesting_depth(root), noted during the checking pass
-    if depth > limits.max_depth:
-        checker.error(
-            "too_deep",
-            root,
-            f"constructs are nested {depth} deep (limit {limits.max_depth})",
-            "flatten the workflow: fewer loops/conditionals/parallel blocks inside each other",
-        )
+    # checker.calls is count_calls(root), checker.deepest nesting_depth(root), both noted
+    # during the checking pass
+    for code, value, limit, what, fix in (
+        ("too_many_calls", checker.calls, limits.max_calls, "the workflow makes up to {} "
+         "operator calls (limit {})", "use fewer steps, branches or loop repetitions"),
+        ("too_deep", checker.deepest, limits.max_depth, "constructs are nested {} deep "
+         "(limit {})", "flatten the workflow: fewer loops/conditionals/parallel blocks inside "
+         "each other"),
+    ):  # fmt: skip
+        if value > limit:
+            checker.error(code, root, what.format(value, limit), fix)
     features, operators = frozenset(checker.features), tuple(checker.operators)
     key = lambda p: (p.line, p.column)  # noqa: E731 - source order
     return Report(
@@ -205,7 +200,7 @@ def _check(text, workflow: Workflow, domain, limits: StaticLimits, allowed, tabl
         structure=structure_from_features(features),
         features=features,
         operators=operators,
-        calls=calls,
+        calls=checker.calls,
     )
 
 

@@ -155,7 +155,7 @@ def test_flowgrpo_run_over_http(server):
     before = chat_requests(server)
     result = invoke(
         "run", "Custom -> Format", "--task", "arithmetic:easy", "--n", 2, "--executor", "openai",
-        "--base-url", server[0], "--model", server[1],
+        "--base-url", server[0], "--model", server[1], "--executor-max-new-tokens", 16,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "[Custom/llm" in result.output and "0 unscorable" in result.output
