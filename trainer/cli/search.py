@@ -87,21 +87,28 @@ def search_cmd(
     try:
         environment = run.prepare(cfg, environment, seed).environment  # the executor built
         if by:
-            return _search_by(cfg, budget, by, environment, candidates, seed, top, out,
-                              sft_pairs, sft_top, config_path)  # fmt: skip
-        result = run.search(cfg, budget, candidates=candidates, seed=seed, environment=environment)
+            _search_by(cfg, budget, by, environment, candidates, seed, top, out, sft_pairs,
+                       sft_top, config_path)  # fmt: skip
+        else:
+            _search_one(cfg, budget, environment, candidates, seed, top, out, sft_pairs,
+                        sft_top, config_path)  # fmt: skip
     except (ConfigError, ValueError, FileNotFoundError, OSError, ImportError) as exc:
-        fail(str(exc))
+        fail(str(exc))  # also an --out or --sft-pairs path that cannot be written
+
+
+def _search_one(cfg, budget, environment, candidates, seed, top, out, pairs, pairs_top,
+                config_path) -> None:  # fmt: skip
+    from flowgrpo.trainer.search import run
+
+    result = run.search(cfg, budget, candidates=candidates, seed=seed, environment=environment)
     _print(result, top)
     if out:
-        data = run.result_json(result, config_path, top)
-        Path(out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        click.echo(f"wrote {out}")
-    if sft_pairs:
-        chosen = [arm.workflow for arm in result.arms[:sft_top]]
-        n = run.sft_pairs(sft_pairs, chosen, environment, cfg.sft.examples)
-        click.echo(f"wrote {n} SFT pairs of {len(chosen)} workflow(s) to {sft_pairs} "
-                   f"(sft.data: jsonl:{sft_pairs})")  # fmt: skip
+        _write_json(out, run.result_json(result, config_path, top))
+    if pairs:
+        chosen = _best(result, pairs_top)
+        n = run.sft_pairs(pairs, chosen, environment, cfg.sft.examples)
+        click.echo(f"wrote {n} SFT pairs of {len(chosen)} workflow(s) to {pairs} "
+                   f"(sft.data: jsonl:{pairs})")  # fmt: skip
 
 
 def _search_by(cfg, budget, keys, environment, candidates, seed, top, out, pairs, pairs_top,
@@ -114,12 +121,10 @@ def _search_by(cfg, budget, keys, environment, candidates, seed, top, out, pairs
         click.echo(f"\n{key}: {value}")
         _print(result, top)
     if out:
-        data = {"by": list(keys), "labels": {v: run.result_json(r, config_path, top)
-                                             for v, r in results.items()}}  # fmt: skip
-        Path(out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        click.echo(f"wrote {out}")
+        _write_json(out, {"by": list(keys), "labels": {v: run.result_json(r, config_path, top)
+                                                       for v, r in results.items()}})  # fmt: skip
     if pairs:
-        chosen = {v: [arm.workflow for arm in r.arms[:pairs_top]] for v, r in results.items()}
+        chosen = {v: _best(r, pairs_top) for v, r in results.items()}
         n = by_label.sft_pairs_by(pairs, chosen, environment, keys, cfg.sft.examples)
         click.echo(f"wrote {n} SFT pairs, each with its own {key}'s best workflow(s), to {pairs}")
         unseen = [k for k in keys if k not in cfg.prompt.meta_keys]
@@ -127,6 +132,16 @@ def _search_by(cfg, budget, keys, environment, candidates, seed, top, out, pairs
             hint = f"--set 'prompt.meta_keys=[{', '.join(keys)}]'"
             click.echo(f"note: the prompt does not show {', '.join(unseen)}; add {hint} to the "
                        "SFT and training runs so the policy can read it")  # fmt: skip
+
+
+def _best(result, n: int) -> list[str]:
+    """The ``n`` best workflows of a search, best first (what ``--sft-top`` takes)."""
+    return [arm.workflow for arm in result.arms[:n]]
+
+
+def _write_json(path: str, data: dict) -> None:
+    Path(path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    click.echo(f"wrote {path}")
 
 
 def _read_candidates(path: str) -> list[str]:
