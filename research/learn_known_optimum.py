@@ -14,6 +14,13 @@ research/records/ by default):
     python research/learn_known_optimum.py --tag T --resume ...       # skip seeds already saved
     python research/learn_known_optimum.py --smoke --out /tmp/smoke   # tiny model (CI)
 
+With ``--label-start KEY`` (repeatable) each world's start is first made from a per-label
+``flowgrpo search --by KEY`` and ``flowgrpo sft`` on each label's best workflow (issue 40;
+studylib/label_start.py), e.g. every adaptive world, 5 seeds, one command:
+
+    python research/learn_known_optimum.py --world configs/worlds/adaptive-*.yaml \
+        --label-start template --label-start difficulty --tag label-start
+
 Regret is the best achievable expected reward minus the expected reward of the workflows
 written (``sim/regret``; docs/SIMULATED_EXECUTOR.md); it falls when the policy learns.
 """
@@ -23,31 +30,26 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import platform
 import sys
 import time
 from pathlib import Path
 
-from studylib.choice import (  # issue 40
-    choice_markdown,
-    choice_report,
-    choice_table,
-    pick_reward,
-)
+from studylib.choice import choice_markdown, choice_report, pick_reward  # issue 40
 from studylib.group_signal import is_near  # issue 20
-from studylib.study import alert_steps, mean_interval, series
+from studylib.known_optimum_report import SERIES_KEYS, write
+from studylib.label_start import LabelStart, build_label_start, start_folder
+from studylib.study import alert_steps, series
 
-SECTION_FILE = "known_optimum.md"  # under --out; docs/RESULTS.md links it
-TAIL = 5  # "first"/"last" training values: means over this many rollouts (16 completions each)
 EVAL_KEYS = (
     "validity_rate", "pass@1", "sim/expected_accuracy", "sim/regret", "sim/valid_regret",
     "sim/best_share",
 )  # fmt: skip
-ORDER = ("sim/expected_accuracy", "sim/regret", "sim/valid_regret", "pass@1", "validity_rate")
-SERIES_KEYS = ("sim/regret", "sim/valid_regret", "sim/expected_accuracy", "entropy")
 # part of the cached start's key: raised when the sampler changes what a start writes
 # (2: the constrained sampler keeps the executor's call budget, not the DSL default)
 SAMPLER_VERSION = 2
+# --label-start in a smoke run searches a few short workflows (the tiny model writes 40 tokens)
+SMOKE_CANDIDATES = (
+    "Programmer", "AnswerGenerate", "Custom", "Programmer -> Review ? Revise : done")  # fmt: skip
 # rollout fields that shape training batches only: the start's held-out eval never reads them
 TRAINING_ONLY = ("problems_per_step", "num_generations", "allow_small_groups", "logprob_mode",
                  "executions", "cache_path", "cache_max_entries", "dynamic_sampling",
@@ -83,6 +85,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--resume", action="store_true",
                    help="keep every world and seed already in OUT's JSON for this tag and "
                         "run only the --seeds not saved (a study goes on)")  # fmt: skip
+    p.add_argument("--label-start", dest="label_keys", action="append", default=[],
+                   metavar="KEY",
+                   help="start each world from a per-label search: `flowgrpo search --by KEY` "
+                        "(repeat for several keys), each label's best workflow as SFT pairs, "
+                        "`flowgrpo sft`, the labels shown (prompt.meta_keys); built once per "
+                        "world under RUNS_DIR/label-start (studylib/label_start.py)")  # fmt: skip
+    p.add_argument("--label-budget", type=int, default=4_500_000,
+                   help="executor calls of the whole per-label search (default 4,500,000: "
+                        "300,000 per label for 15 labels)")  # fmt: skip
+    p.add_argument("--label-sft-steps", type=int, default=120, help="SFT steps of that start")
     args = p.parse_args(argv)
     for name, value in (("jobs", args.jobs), ("threads", args.threads)):
         if value is not None and value < 1:
@@ -90,7 +102,22 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.smoke:
         args.config, args.steps, args.eval_n = "configs/tiny-known-optimum.yaml", 2, 4
         args.seeds = args.seeds[:2]
+        args.label_budget, args.label_sft_steps = min(args.label_budget, 2000), 2
     return args
+
+
+def label_recipe(args) -> LabelStart | None:
+    """``--label-start``'s recipe (None without it)."""
+    if not args.label_keys:
+        return None
+    smoke = SMOKE_CANDIDATES if args.smoke else None
+    return LabelStart(tuple(args.label_keys), args.label_budget, args.label_sft_steps, smoke)
+
+
+def label_folder(args, world) -> Path:
+    """Where ``world``'s label start is built (shared by every tag: its name hashes the recipe)."""
+    sets = [*world_overrides(world), *args.overrides]
+    return start_folder(Path(args.runs_dir) / "label-start", label_recipe(args), args.config, sets)
 
 
 def world_overrides(world) -> list[str]:
@@ -114,6 +141,9 @@ def config_of(args, seed: int | None, world=None):
 
     overrides = ["rollout.cache_path=null", "logging.save_every=0", *world_overrides(world)]
     overrides += args.overrides
+    if args.label_keys:
+        folder = label_folder(args, world) / "start"
+        overrides += [*label_recipe(args).overrides(), f"model.init_adapter={folder}"]
     if args.steps:
         overrides.append(f"optim.max_steps={args.steps}")
     if seed is not None:
@@ -242,98 +272,6 @@ def start_eval(args, base, world=None) -> dict:
     cfg = config_of(args, None, world)
     policy, tokenizer = setup.policy(cfg, model=copy.deepcopy(base[0]), tokenizer=base[1])
     return held_out(cfg, policy, tokenizer, args)
-
-
-def _ci(values) -> str:
-    mean, half = mean_interval([v for v in values if v is not None])
-    return _f(mean) + ("" if half != half else f" ± {half:.3f}")  # half != half: NaN
-
-
-def _f(value) -> str:
-    """A number to 3 decimals; "–" for None (e.g. valid-only regret with no valid sample)."""
-    return "–" if value is None or value != value else f"{value:.3f}"
-
-
-def _first_last(run: dict, key: str) -> tuple[float, float]:
-    values = run["series"][key]
-    return mean_interval(values[:TAIL])[0], mean_interval(values[-TAIL:])[0]
-
-
-def table(start: dict, runs: list[dict]) -> str:
-    """Per seed: training regret (all / valid-only) first → last, the held-out numbers."""
-    lines = [
-        f"| seed | regret, first {TAIL} steps → last {TAIL} | valid-only regret, first → last "
-        "| held-out E[acc] | held-out regret | held-out valid-only regret | held-out pass@1 "
-        "(simulated runs) | held-out validity | entropy, last step |",
-        "|---|---|---|---|---|---|---|---|---|",
-        "| start | – | – | " + " | ".join(_f(start[k]) for k in ORDER) + " | – |",
-    ]
-    for run in runs:
-        e, (r0, r1), (v0, v1) = run["eval"], *(_first_last(run, k) for k in SERIES_KEYS[:2])
-        lines.append(
-            f"| {run['seed']} | {_f(r0)} → {_f(r1)} | {_f(v0)} → {_f(v1)} | "
-            + " | ".join(_f(e[k]) for k in ORDER)
-            + f" | {_f(run['series']['entropy'][-1])} |"
-        )
-    pairs = {k: list(zip(*(_first_last(r, k) for r in runs), strict=True)) for k in SERIES_KEYS[:2]}
-    lines.append(
-        f"| **mean ± 95% CI** | {_ci(pairs['sim/regret'][0])} → {_ci(pairs['sim/regret'][1])} | "
-        f"{_ci(pairs['sim/valid_regret'][0])} → {_ci(pairs['sim/valid_regret'][1])} | "
-        + " | ".join(_ci([r["eval"][k] for r in runs]) for k in ORDER)
-        + f" | {_ci([r['series']['entropy'][-1] for r in runs])} |"
-    )
-    return "\n".join(lines)
-
-
-def plot(runs: list[dict], out: Path) -> Path:
-    from flowgrpo.trainer.reports.plots import seed_panels
-
-    labels = {key: key if key == "entropy" else f"{key} (SIMULATED executor)"
-              for key in ("sim/regret", "sim/valid_regret", "entropy")}  # fmt: skip
-    return seed_panels([run["series"] for run in runs], labels, out / "known_optimum.png")
-
-
-def section(args, start: dict, runs: list[dict], figure: Path) -> str:
-    import torch
-
-    argv = " ".join(a for a in sys.argv[1:] if a != "--from-runs")
-    model = "tiny random (smoke)" if args.smoke else "SmolLM2-135M-Instruct + LoRA r16"
-    return "\n".join([
-        "# Learning in the known-optimum environment (SIMULATED executor)",
-        "",
-        f"Command: `python research/learn_known_optimum.py {argv}`"
-        f"{' (evaluated with --from-runs)' if args.from_runs else ''}. Machine: "
-        f"{platform.machine()}, CPU only, Python {platform.python_version()}, torch "
-        f"{torch.__version__}. Policy: {model}, config `{args.config}`, "
-        f"{runs[0]['steps']} steps, seeds {' '.join(str(r['seed']) for r in runs)}. Held-out: "
-        f"{args.eval_n} test problems × {args.eval_k} sampled workflows, scored by the SIMULATED "
-        "executor (accuracies from a model of operators, not an LLM); E[acc] and regret are "
-        "exact expectations of the workflows written, pass@1 the simulated runs' outcome. The "
-        "same numbers per run: `flowgrpo eval --adapter RUN/checkpoint-N --executor simulated "
-        f"--n {args.eval_n} --k {args.eval_k}`.",
-        "",
-        table(start, runs),
-        "",
-        "Choosing per problem (issue 40): the same held-out samples, each workflow's exact "
-        "expected reward on its problem's kind against the best single workflow and each kind's "
-        "own best (studylib/choice.py).",
-        "",
-        choice_table(start, runs),
-        "",
-        f"![known_optimum]({figure.relative_to(Path(args.out))})",
-        "",
-        f"Raw runs (not committed): `{args.runs_dir}/seed<N>/`; numbers: `known_optimum.json`.",
-    ])  # fmt: skip
-
-
-def write(args, start: dict, runs: list[dict]) -> Path:
-    out = Path(args.out)
-    text_section = section(args, start, runs, plot(runs, out / "figures"))
-    path = out / SECTION_FILE
-    path.write_text(text_section + "\n", encoding="utf-8")
-    data = {"start": start, "runs": runs}
-    (out / "known_optimum.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
-    return path
 
 
 def adapter_digest(path) -> str | None:
@@ -467,6 +405,9 @@ def main(argv=None) -> None:
     plan = []
     for world_file, world in zip(args.worlds or [None], worlds):
         name = world.name if world is not None else "config"
+        if args.label_keys:
+            sets = [*world_overrides(world), *args.overrides]
+            build_label_start(label_recipe(args), args.config, sets, label_folder(args, world))
         start = cached_start(args, base, world)
         print(f"[{name}] start: {start}", flush=True)
         results[name] = {"start": start, "runs": results.get(name, {}).get("runs", [])}

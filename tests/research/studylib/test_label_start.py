@@ -1,0 +1,63 @@
+"""The per-label start of issue 40: ``flowgrpo search --by`` then ``flowgrpo sft``, cached."""
+
+import json
+from pathlib import Path
+
+import pytest
+from study_loader import load_study
+from studylib import label_start
+from studylib.label_start import LabelStart, build_label_start, start_folder
+
+REPO = Path(__file__).parents[3]
+FEW = ("Programmer", "AnswerGenerate", "Programmer -> Review ? Revise : done")
+
+
+def test_the_folder_changes_with_the_budget_the_world_and_the_keys(tmp_path):
+    recipe = LabelStart(("difficulty",), 1000, 2)
+    here = start_folder(tmp_path, recipe, "c.yaml", ["a=1"])
+    assert here == start_folder(tmp_path, LabelStart(("difficulty",), 1000, 2), "c.yaml", ["a=1"])
+    assert here != start_folder(tmp_path, LabelStart(("difficulty",), 2000, 2), "c.yaml", ["a=1"])
+    assert here != start_folder(tmp_path, recipe, "c.yaml", ["a=2"])
+    assert here != start_folder(tmp_path, LabelStart(("template",), 1000, 2), "c.yaml", ["a=1"])
+
+
+@pytest.mark.slow
+def test_the_start_is_trained_on_each_labels_first_pick_and_built_once(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    recipe = LabelStart(("difficulty",), 600, 1, FEW)
+    sets = ["executor.options.sandbox=in_process"]
+    folder = tmp_path / "ls"
+    adapter = build_label_start(recipe, "configs/tiny-known-optimum.yaml", sets, folder)
+    assert (adapter / "adapter_config.json").exists()
+    search = json.loads((folder / "search.json").read_text())
+    firsts = {label: table["top"][0]["workflow"] for label, table in search["labels"].items()}
+    assert set(firsts) == {"easy", "medium", "hard"}
+    pairs = [json.loads(line) for line in (folder / "pairs.jsonl").read_text().splitlines()]
+    assert pairs and all(p["workflow"] == firsts[p["meta"]["difficulty"]] for p in pairs)
+    stamp = (folder / "search.json").stat().st_mtime_ns, (adapter / "adapter_config.json").stat()
+    # a second call finds both parts and runs nothing
+    monkeypatch.setattr(label_start.subprocess, "run", lambda *a, **k: pytest.fail(f"ran {a}"))
+    assert build_label_start(recipe, "configs/tiny-known-optimum.yaml", sets, folder) == adapter
+    assert (folder / "search.json").stat().st_mtime_ns == stamp[0]
+    assert (adapter / "adapter_config.json").stat().st_mtime_ns == stamp[1].st_mtime_ns
+
+
+def test_the_study_trains_from_the_label_start_with_the_labels_shown(tmp_path):
+    script = load_study("learn_known_optimum")
+    args = script.parse_args(["--smoke", "--label-start", "template", "--label-start",
+                              "difficulty", "--runs-dir", str(tmp_path)])  # fmt: skip
+    cfg = script.config_of(args, 0, None)
+    assert list(cfg.prompt.meta_keys) == ["template", "difficulty"]
+    folder = script.label_folder(args, None)
+    assert Path(cfg.model.init_adapter) == folder / "start"
+    assert folder.parent == tmp_path / "label-start"
+    plain = script.config_of(script.parse_args(["--smoke", "--runs-dir", str(tmp_path)]), 0, None)
+    assert plain.model.init_adapter is None and not plain.prompt.meta_keys
+
+
+def test_a_failed_search_stops_with_the_reason_and_keeps_nothing_half_made(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    recipe = LabelStart(("difficulty",), 600, 1, FEW)
+    with pytest.raises(SystemExit, match="label start's search failed"):
+        build_label_start(recipe, "configs/tiny-known-optimum.yaml", ["optim.lr=-1"], tmp_path)
+    assert not (tmp_path / "search.json").exists() and not (tmp_path / "start").exists()
