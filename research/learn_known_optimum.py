@@ -34,7 +34,12 @@ import sys
 import time
 from pathlib import Path
 
-from studylib.choice import choice_markdown, choice_report, pick_reward  # issue 40
+from studylib.choice import (  # issue 40
+    choice_markdown,
+    choice_report,
+    pick_reward,
+    table_reward,
+)
 from studylib.group_signal import is_near  # issue 20
 from studylib.known_optimum_report import SERIES_KEYS, write
 from studylib.label_start import LabelStart, build_label_start, start_folder
@@ -265,6 +270,22 @@ def searched(cfg, calls: int, seed: int, args) -> dict:
     return {"workflow": pick, "calls": result.calls, "reward": pick_reward(sim, problems, pick)}
 
 
+def label_table(args, world) -> dict:
+    """The label start's search table (each label's first pick) used as it is, scored exactly on
+    the held-out problems: the answer the search alone gives (issue 40)."""
+    from flowgrpo.operators.executor import executor_limits
+    from flowgrpo.operators.simulation.metrics import regret_settings
+    from flowgrpo.operators.tasks import load_task
+
+    cfg = config_of(args, None, world)
+    data = json.loads((label_folder(args, world) / "search.json").read_text(encoding="utf-8"))
+    table = {label: found["top"][0]["workflow"] for label, found in data["labels"].items()}
+    problems = load_task(cfg.rollout.task, n=args.eval_n, seed=0, split="test")
+    sim = regret_settings(cfg, executor_limits(cfg.executor))
+    calls = sum(found["calls"] for found in data["labels"].values())
+    return {**table_reward(sim, problems, table, data["by"]), "calls": calls}
+
+
 def start_eval(args, base, world=None) -> dict:
     """The start policy (the config's init_adapter, else a fresh LoRA) on the held-out set."""
     from flowgrpo.trainer.loop import setup
@@ -409,6 +430,8 @@ def main(argv=None) -> None:
             sets = [*world_overrides(world), *args.overrides]
             build_label_start(label_recipe(args), args.config, sets, label_folder(args, world))
         start = cached_start(args, base, world)
+        if args.label_keys and "choice" in start:
+            start["choice"]["table"] = label_table(args, world)
         print(f"[{name}] start: {start}", flush=True)
         results[name] = {"start": start, "runs": results.get(name, {}).get("runs", [])}
         kept = {run["seed"] for run in results[name]["runs"]}

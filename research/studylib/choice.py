@@ -70,6 +70,18 @@ def pick_reward(sim, problems: Sequence, workflow: str) -> float:
     return statistics.mean(exact_reward(sim, workflow, sim.params.kind_of(p)) for p in problems)
 
 
+def table_reward(sim, problems: Sequence, table: dict, keys: Sequence[str]) -> dict:
+    """A table from label to workflow (``flowgrpo search --by``'s first picks) used as it is:
+    each problem gets its label's workflow (``label_of``: the ``meta`` values of ``keys`` joined
+    by "/"), scored exactly as :func:`choice_report` scores the policy's samples. A label the
+    table lacks scores 0, as a fallback would; ``missing`` counts those problems."""
+    from flowgrpo.trainer.search.by_label import label_of
+
+    picks = [table.get(label_of(p, keys)) for p in problems]
+    rewards = [exact_reward(sim, w, sim.params.kind_of(p)) for w, p in zip(picks, problems)]
+    return {"reward": statistics.mean(rewards), "missing": picks.count(None)}
+
+
 def exact_reward(sim, workflow: str | None, kind: str) -> float:
     """The exact expected reward of ``workflow`` on problems of ``kind`` (0 for None: a
     fallback or an invalid workflow, as the rewards give it)."""
@@ -125,6 +137,16 @@ def choice_table(start: dict | None, runs: list[dict]) -> str:
             f"{_f(c['gap_closed'])} | {near} / {len(c['by_kind'])} ({modes}) | "
             f"{_search(c.get('search'))} |"
         )
+    if start and (table := start.get("choice", {}).get("table")):
+        c = start["choice"]
+        gap = c["oracle_reward"] - c["single_reward"]
+        closed = (table["reward"] - c["single_reward"]) / gap if gap > 1e-9 else None
+        lines.append(
+            f"| the search's table by label, as it is | {_f(table['reward'])} | "
+            f"{_f(c['single_reward'])} | {_f(c['oracle_reward'])} | "
+            f"{_f(table['reward'] - c['single_reward'])} | {_f(closed)} | – | "
+            f"{table['calls']:,} calls (the start's search) |"
+        )
     above = sum(r["eval"]["choice"]["vs_single"] - r["eval"]["choice"]["vs_single_ci95"] > 0
                 for r in done)  # fmt: skip
     lines.append(f"\nSeeds whose interval lies above the best single workflow: {above} of "
@@ -156,4 +178,5 @@ __all__ = [
     "choice_table",
     "kinds_near_best",
     "pick_reward",
+    "table_reward",
 ]

@@ -4,7 +4,7 @@ oracle, checked against a brute-force computation over the same candidates."""
 from __future__ import annotations
 
 import pytest
-from studylib.choice import choice_report, choice_table
+from studylib.choice import choice_report, choice_table, table_reward
 
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.simulation import SimulationParams, Tradeoff, analyze, expected_reward
@@ -69,3 +69,23 @@ def test_the_table_counts_the_seeds_above_the_single_workflow():
 def test_a_sample_count_that_does_not_fit_is_refused():
     with pytest.raises(ValueError, match="3 workflows for 2 problems x 2"):
         choice_report(SIM, PROBLEMS, [P3, P3, P3], k=2)
+
+
+def test_a_label_table_scores_each_problem_with_its_labels_workflow():
+    table = {"rates/hard": AG3, "shopping/hard": P3}
+    got = table_reward(SIM, PROBLEMS, table, ["template", "difficulty"])
+    assert got == {"reward": pytest.approx((r(AG3, "hard/rates") + r(P3, "hard")) / 2),
+                   "missing": 0}  # fmt: skip
+
+
+def test_a_label_the_table_lacks_scores_zero_and_is_counted():
+    got = table_reward(SIM, PROBLEMS, {"rates/hard": AG3}, ["template", "difficulty"])
+    assert got == {"reward": pytest.approx(r(AG3, "hard/rates") / 2), "missing": 1}
+
+
+def test_the_start_row_shows_the_label_table_beside_the_policy():
+    report = choice_report(SIM, PROBLEMS, [AG3, AG3, P3, P3], k=2)
+    start = {"choice": {**report, "table": {"reward": 0.5, "missing": 0, "calls": 1234}}}
+    row = next(line for line in choice_table(start, []).splitlines() if "table by label" in line)
+    assert "| 0.500 |" in row and "1,234 calls" in row
+    assert f"| {0.5 - report['single_reward']:.3f} |" in row

@@ -61,3 +61,27 @@ def test_a_failed_search_stops_with_the_reason_and_keeps_nothing_half_made(tmp_p
     with pytest.raises(SystemExit, match="label start's search failed"):
         build_label_start(recipe, "configs/tiny-known-optimum.yaml", ["optim.lr=-1"], tmp_path)
     assert not (tmp_path / "search.json").exists() and not (tmp_path / "start").exists()
+
+
+def test_the_study_scores_the_search_table_itself_on_the_held_out_problems(tmp_path, monkeypatch):
+    from studylib.choice import exact_reward
+
+    from flowgrpo.operators.executor import executor_limits
+    from flowgrpo.operators.simulation.metrics import regret_settings
+    from flowgrpo.operators.tasks import load_task
+
+    monkeypatch.chdir(REPO)
+    script = load_study("learn_known_optimum")
+    argv = ["--smoke", "--label-start", "difficulty", "--runs-dir", str(tmp_path)]
+    args = script.parse_args(argv)
+    folder = script.label_folder(args, None)
+    folder.mkdir(parents=True)
+    picks = {"easy": "Programmer", "medium": "AnswerGenerate", "hard": FEW[2]}
+    labels = {k: {"calls": 100, "top": [{"workflow": w}]} for k, w in picks.items()}
+    (folder / "search.json").write_text(json.dumps({"by": ["difficulty"], "labels": labels}))
+    got = script.label_table(args, None)
+    cfg = script.config_of(args, None, None)
+    sim = regret_settings(cfg, executor_limits(cfg.executor))
+    problems = load_task(cfg.rollout.task, n=args.eval_n, seed=0, split="test")
+    want = [exact_reward(sim, picks[p.meta["difficulty"]], sim.params.kind_of(p)) for p in problems]
+    assert got == {"reward": pytest.approx(sum(want) / len(want)), "missing": 0, "calls": 300}
