@@ -119,10 +119,15 @@ def label_recipe(args) -> LabelStart | None:
     return LabelStart(tuple(args.label_keys), args.label_budget, args.label_sft_steps, smoke)
 
 
+def label_sets(args, world) -> list[str]:
+    """The ``--set`` overrides the label start is built with: the world's and the study's."""
+    return [*world_overrides(world), *args.overrides]
+
+
 def label_folder(args, world) -> Path:
     """Where ``world``'s label start is built (shared by every tag: its name hashes the recipe)."""
-    sets = [*world_overrides(world), *args.overrides]
-    return start_folder(Path(args.runs_dir) / "label-start", label_recipe(args), args.config, sets)
+    root = Path(args.runs_dir) / "label-start"
+    return start_folder(root, label_recipe(args), args.config, label_sets(args, world))
 
 
 def world_overrides(world) -> list[str]:
@@ -254,18 +259,24 @@ def train_and_eval(args, seed: int, base, world=None) -> dict:
     }
 
 
-def searched(cfg, calls: int, seed: int, args) -> dict:
-    """``flowgrpo search`` with ``calls`` executor calls (the training run's), its pick scored
-    exactly on the held-out problems as the policy's samples are."""
+def scoring(cfg, args) -> tuple:
+    """``(sim, problems)``: the exact scoring settings of ``cfg`` and the held-out problems of
+    :func:`held_out` (EvalOptions seed 0), for a pick or a table scored as the policy is."""
     from flowgrpo.operators.executor import executor_limits
     from flowgrpo.operators.simulation.metrics import regret_settings
     from flowgrpo.operators.tasks import load_task
+
+    problems = load_task(cfg.rollout.task, n=args.eval_n, seed=0, split="test")
+    return regret_settings(cfg, executor_limits(cfg.executor)), problems
+
+
+def searched(cfg, calls: int, seed: int, args) -> dict:
+    """``flowgrpo search`` with ``calls`` executor calls (the training run's), its pick scored
+    exactly on the held-out problems as the policy's samples are."""
     from flowgrpo.trainer.search.run import search
 
     result = search(cfg, calls, seed=seed)
-    # the held-out problems of held_out (EvalOptions seed 0)
-    problems = load_task(cfg.rollout.task, n=args.eval_n, seed=0, split="test")
-    sim = regret_settings(cfg, executor_limits(cfg.executor))
+    sim, problems = scoring(cfg, args)
     pick = result.best.workflow
     return {"workflow": pick, "calls": result.calls, "reward": pick_reward(sim, problems, pick)}
 
@@ -273,15 +284,9 @@ def searched(cfg, calls: int, seed: int, args) -> dict:
 def label_table(args, world) -> dict:
     """The label start's search table (each label's first pick) used as it is, scored exactly on
     the held-out problems: the answer the search alone gives (issue 40)."""
-    from flowgrpo.operators.executor import executor_limits
-    from flowgrpo.operators.simulation.metrics import regret_settings
-    from flowgrpo.operators.tasks import load_task
-
-    cfg = config_of(args, None, world)
     data = json.loads((label_folder(args, world) / "search.json").read_text(encoding="utf-8"))
     table = {label: found["top"][0]["workflow"] for label, found in data["labels"].items()}
-    problems = load_task(cfg.rollout.task, n=args.eval_n, seed=0, split="test")
-    sim = regret_settings(cfg, executor_limits(cfg.executor))
+    sim, problems = scoring(config_of(args, None, world), args)
     calls = sum(found["calls"] for found in data["labels"].values())
     return {**table_reward(sim, problems, table, data["by"]), "calls": calls}
 
@@ -427,8 +432,8 @@ def main(argv=None) -> None:
     for world_file, world in zip(args.worlds or [None], worlds):
         name = world.name if world is not None else "config"
         if args.label_keys:
-            sets = [*world_overrides(world), *args.overrides]
-            build_label_start(label_recipe(args), args.config, sets, label_folder(args, world))
+            recipe, sets = label_recipe(args), label_sets(args, world)
+            build_label_start(recipe, args.config, sets, label_folder(args, world))
         start = cached_start(args, base, world)
         if args.label_keys and "choice" in start:
             start["choice"]["table"] = label_table(args, world)

@@ -5,7 +5,8 @@ For each held-out sample (``k`` per problem, in problem order) the exact expecte
 workflow written on that problem's kind (0 for a fallback or an invalid one, as the rewards give
 it), next to what the best single workflow and each kind's own best (the oracle) get on the same
 problem. Exact: the SIMULATED executor's analysis (operators/simulation/oracle.py); candidates
-are the workflows a run with the call budget can write. Torch-free and pure.
+are the workflows a run with the call budget can write. Pure; torch-free but for
+:func:`table_reward`, which reads labels as ``flowgrpo search --by`` does.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def table_reward(sim, problems: Sequence, table: dict, keys: Sequence[str]) -> d
     each problem gets its label's workflow (``label_of``: the ``meta`` values of ``keys`` joined
     by "/"), scored exactly as :func:`choice_report` scores the policy's samples. A label the
     table lacks scores 0, as a fallback would; ``missing`` counts those problems."""
+    # heavy: the trainer's label_of (one definition of a label) imports torch
     from flowgrpo.trainer.search.by_label import label_of
 
     picks = [table.get(label_of(p, keys)) for p in problems]
