@@ -36,6 +36,13 @@ class RolloutConfig:
         temperature / top_p: sampling of the policy (temperature > 0: a group needs variety).
         max_new_tokens: completion budget in tokens (also Dr. GRPO's constant normaliser).
         generate_merged: sample on merged LoRA weights (faster; base weights restored exactly).
+        sample_dtype: the weights' dtype while sampling training rollouts: ``model`` (the
+            model's own, ``model.dtype``) or ``bfloat16`` (bf16 copies of the merged weights
+            during the ``generate`` call; the update and the evaluation keep ``model.dtype``).
+            On a CPU a decoding step reads every weight, so bf16 roughly halves its bytes
+            (docs/BENCHMARKS.md); the rollouts are then drawn from a bf16-rounded policy, the
+            rollout-training mismatch of Yao et al. 2025 ("Your Efficient RL Framework Secretly
+            Brings You Off-Policy RL Training"), not importance-corrected here.
         logprob_mode: shared_prompt (prompt computed once per group) or full.
         constrained: off or grammar (sample and score only grammar-valid text; CONSTRAINED.md).
         execute: run valid workflows with the executor (the ``executor`` section; accuracy/cost
@@ -82,6 +89,7 @@ class RolloutConfig:
     top_p: float = 1.0
     max_new_tokens: int = 40
     generate_merged: bool = True
+    sample_dtype: Literal["model", "bfloat16"] = "model"
     logprob_mode: Literal["shared_prompt", "full"] = "shared_prompt"
     constrained: Literal["off", "grammar"] = "off"
     execute: bool = True
@@ -117,6 +125,7 @@ class RolloutConfig:
         for name, ok in (
             ("logprob_mode", ("shared_prompt", "full")),
             ("constrained", ("off", "grammar")),
+            ("sample_dtype", ("model", "bfloat16")),
         ):
             check(getattr(self, name) in ok, f"rollout.{name}", "use " + " or ".join(ok))
         check(self.max_resample_rounds >= 0, "rollout.max_resample_rounds", "must be >= 0")

@@ -82,6 +82,31 @@ def merged_adapter(model, enabled: bool = True) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def parameters_as(model, dtype: torch.dtype | None) -> Iterator[None]:
+    """Run the block on ``dtype`` copies of every parameter, then give each back its own tensor.
+
+    For sampling in bf16 while the update stays in float32 (``rollout.sample_dtype``): decoding
+    one token reads every weight, so on a CPU half the bytes is close to half the time
+    (docs/BENCHMARKS.md). Inside :func:`merged_adapter` the copies hold the merged weights. The
+    originals are kept by reference, not copied, and restored bit for bit; None or the
+    parameters' own dtype changes nothing. The sampling policy then differs from the trained
+    one by bf16 rounding (the rollout-training mismatch of Yao et al. 2025, "Your Efficient RL
+    Framework Secretly Brings You Off-Policy RL Training"; no importance correction here).
+    """
+
+    params = [p for p in model.parameters() if dtype is not None and p.dtype != dtype]
+    saved = [p.data for p in params]
+    try:
+        with torch.no_grad():
+            for p in params:
+                p.data = p.data.to(dtype)
+        yield
+    finally:
+        for p, data in zip(params, saved):
+            p.data = data
+
+
+@contextlib.contextmanager
 def adapter_disabled(model) -> Iterator[None]:
     """The reference / executor model: the policy's base weights with the adapter off."""
     if hasattr(model, "disable_adapter"):

@@ -32,7 +32,7 @@ from flowgrpo.trainer.loop.constrain import (
     pad_bits,
 )
 from flowgrpo.trainer.loop.endgame import EndGame
-from flowgrpo.trainer.loop.policy import merged_adapter
+from flowgrpo.trainer.loop.policy import merged_adapter, parameters_as
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
 from flowgrpo.trainer.loop.sampler import sampling_processors
 
@@ -173,6 +173,7 @@ def generate_rollout(
     prompt: PolicyPrompt | None = None,
     constrained: str = "off",
     limits=None,
+    dtype: torch.dtype | None = None,
 ) -> Rollout:
     """Sample ``group_size`` completions for each problem in one batched ``generate`` call.
 
@@ -182,6 +183,8 @@ def generate_rollout(
     ``constrained``: ``grammar`` masks every token the workflow grammar of the problem's domain
     cannot continue with, and finishes every row inside ``max_new_tokens`` and the call budget
     of ``limits`` (the run's dsl StaticLimits; :mod:`.constrain`, :mod:`.endgame`); ``off``: free.
+    ``dtype``: sample on copies of the (merged) weights in this dtype
+    (:func:`.policy.parameters_as`; None: the model's own).
     """
     start = time.perf_counter()
     prompt = prompt if prompt is not None else PolicyPrompt()
@@ -193,7 +196,7 @@ def generate_rollout(
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad(), merged_adapter(model, merge):
+        with torch.no_grad(), merged_adapter(model, merge), parameters_as(model, dtype):
             ids = enc["input_ids"].to(device).repeat_interleave(group_size, dim=0)
             mask = enc["attention_mask"].to(device).repeat_interleave(group_size, dim=0)
             grammar = _grammar_mask(constrained, model, tokenizer, problems, ids, prompt,

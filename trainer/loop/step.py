@@ -140,6 +140,7 @@ def sample(env: StepEnv, problems: Sequence[Problem], temperature: float | None 
         prompt=run.prompt,
         constrained=r.constrained,
         limits=sampling_limits(run.limits),
+        dtype=None if r.sample_dtype == "model" else getattr(torch, r.sample_dtype),
     )  # fmt: skip  (constrained: within the call budget the run's executor enforces)
 
 
