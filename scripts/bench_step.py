@@ -10,6 +10,7 @@ times; the first step of each run is warm-up and not counted.
     python scripts/bench_step.py --impl pair --steps 6 --repeats 2   # without TRL's checkpointing
     python scripts/bench_step.py --impl ours --steps 6         # one side only
     python scripts/bench_step.py --impl grammar --steps 6 --repeats 3   # the mask's cost
+    python scripts/bench_step.py --impl bf16 --steps 6 --repeats 2   # ours, ours_bf16, trl
     python scripts/bench_step.py --model random:qwen2.5-1.5b --device cuda --dtype bfloat16
 
 ``--model``/``--device``/``--dtype`` run the same setting on another model (a ``random:<shape>``
@@ -19,7 +20,8 @@ allocated memory of each side is reported too (``scripts/gpu_check.py`` runs it 
 ``grammar`` is flowgrpo with ``rollout.constrained=grammar`` beside ``ours`` (the same run
 unconstrained, alternating): besides the step time it times, inside the run, what the mask adds
 (the matchers' set-up, every ``GrammarMask`` call during sampling, and the mask unpacking of the
-update), as a share of the step.
+update), as a share of the step. ``ours_bf16`` is flowgrpo sampling on bf16 copies of the merged
+weights (``rollout.sample_dtype=bfloat16``; the update in float32).
 
 TRL is an optional benchmark dependency only (not a flowgrpo requirement).
 """
@@ -79,7 +81,9 @@ def _time_the_mask(totals: dict) -> None:
 CPU_DEFAULT = {"model": "default", "device": "cpu", "dtype": "float32"}
 
 
-def run_ours(steps: int, out: Path, constrained: str = "off", where: dict = CPU_DEFAULT) -> dict:
+def run_ours(
+    steps: int, out: Path, constrained: str = "off", where: dict = CPU_DEFAULT, extra=()
+) -> dict:
     mask: dict[str, float] = {}
     if constrained != "off":
         _time_the_mask(mask)
@@ -101,6 +105,7 @@ def run_ours(steps: int, out: Path, constrained: str = "off", where: dict = CPU_
             "rollout.cache_path=null",
             "rewards.weights:={validity: 1.0}",  # replace: validity only
             "logging.save_every=0",
+            *extra,
         ),
     )
     Trainer(cfg, overwrite=True).train()
@@ -201,8 +206,10 @@ def _child(impl: str, steps: int, where: dict = CPU_DEFAULT) -> None:
     import torch
 
     with tempfile.TemporaryDirectory() as tmp:
-        if impl in ("ours", "grammar"):
-            result = run_ours(steps, Path(tmp), "grammar" if impl == "grammar" else "off", where)
+        if impl in ("ours", "grammar", "ours_bf16"):
+            constrained = "grammar" if impl == "grammar" else "off"
+            extra = ("rollout.sample_dtype=bfloat16",) if impl == "ours_bf16" else ()
+            result = run_ours(steps, Path(tmp), constrained, where, extra)
         else:
             result = run_trl(steps, Path(tmp), impl == "trl_gc", where)
     if torch.cuda.is_available():
@@ -221,9 +228,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument(
-        "--impl", choices=["ours", "trl", "trl_gc", "grammar", "pair", "all"], default="all"
+        "--impl",
+        choices=["ours", "ours_bf16", "trl", "trl_gc", "grammar", "pair", "bf16", "all"],
+        default="all",
     )
-    parser.add_argument("--child", choices=["ours", "trl", "trl_gc", "grammar"])
+    parser.add_argument("--child", choices=["ours", "ours_bf16", "trl", "trl_gc", "grammar"])
     for key, value in CPU_DEFAULT.items():
         parser.add_argument(f"--{key}", default=value)
     args = parser.parse_args()
@@ -235,6 +244,7 @@ def main() -> None:
         "all": ["ours", "trl", "trl_gc"],
         "pair": ["ours", "trl"],
         "grammar": ["ours", "grammar"],
+        "bf16": ["ours", "ours_bf16", "trl"],
     }
     impls = groups.get(args.impl, [args.impl])
     results: dict[str, list[dict]] = {i: [] for i in impls}
@@ -254,9 +264,10 @@ def main() -> None:
             f"{max(r['peak_rss_gb'] for r in runs):.2f} GB  mean completion length "
             f"{statistics.mean(r['mean_length'] for r in runs):.1f}"
         )
-    for base in ("trl", "trl_gc"):
-        if "ours" in summary and base in summary:
-            print(f"ours / {base} = {summary['ours'] / summary[base]:.2f}")
+    for ours in ("ours", "ours_bf16"):
+        for base in ("trl", "trl_gc"):
+            if ours in summary and base in summary:
+                print(f"{ours} / {base} = {summary[ours] / summary[base]:.2f}")
     if "grammar" in summary:
         _print_mask_share(results["grammar"], summary)
 
