@@ -79,6 +79,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "(default: the config's own simulation)")  # fmt: skip
     p.add_argument("--set", dest="overrides", action="append", default=[],
                    help="a config override for every run, e.g. optim.lr=1e-4")  # fmt: skip
+    p.add_argument("--set-rl", dest="rl_overrides", action="append", default=[],
+                   help="a config override of the RL runs only, not of the --label-start "
+                        "(which is then shared with the runs without it)")  # fmt: skip
     p.add_argument("--jobs", type=int, default=1,
                    help="seeds trained at once, each in its own process with CPUs/JOBS torch "
                         "threads (default 1: in this process; on a 2-core CPU 2 jobs took 0.91x "
@@ -150,7 +153,7 @@ def config_of(args, seed: int | None, world=None):
     from flowgrpo.trainer.config import load_config
 
     overrides = ["rollout.cache_path=null", "logging.save_every=0", *world_overrides(world)]
-    overrides += args.overrides
+    overrides += [*args.overrides, *args.rl_overrides]
     if args.label_keys:
         folder = label_folder(args, world) / "start"
         overrides += [*label_recipe(args).overrides(), f"model.init_adapter={folder}"]
@@ -356,10 +359,12 @@ def resumed(args) -> dict:
     if not args.resume or not path.exists():
         return {}
     data = json.loads(path.read_text(encoding="utf-8"))
-    if data.get("overrides") != args.overrides:
+    made = (data.get("overrides"), data.get("rl_overrides", []))
+    if made != (args.overrides, args.rl_overrides):
         sys.exit(
-            f"error: --resume: {path} was made with --set {data.get('overrides')}, not "
-            f"{args.overrides}; use another --tag or --out, or drop --resume to start over"
+            f"error: --resume: {path} was made with --set {made[0]} --set-rl {made[1]}, not "
+            f"{args.overrides} {args.rl_overrides}; use another --tag or --out, or drop "
+            "--resume to start over"
         )
     return {
         name: {"start": world.get("start", {}), "runs": list(world.get("runs", []))}
@@ -371,7 +376,8 @@ def save(args, results: dict) -> Path:
     """The results so far as ``OUT/known_optimum[-TAG].json`` (written after every seed)."""
     path = json_path(args)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"tag": args.tag, "overrides": args.overrides, "worlds": results}
+    data = {"tag": args.tag, "overrides": args.overrides, "rl_overrides": args.rl_overrides,
+            "worlds": results}  # fmt: skip
     if len(results) == 1:  # one world: also at the top level, as before worlds existed
         data.update(next(iter(results.values())))
     path.write_text(json.dumps(data, indent=1), encoding="utf-8")

@@ -91,8 +91,10 @@ def test_resume_keeps_the_worlds_not_run_now_in_the_file(tmp_path):
     assert data["worlds"]["cheap"]["runs"] == [kept]
 
 
-def test_resume_refuses_a_file_made_with_other_overrides(tmp_path):
-    saved = {"tag": "t", "overrides": ["optim.lr=1e-4"], "worlds": {"cheap": {"runs": []}}}
+@pytest.mark.parametrize("key", ["overrides", "rl_overrides"])
+def test_resume_refuses_a_file_made_with_other_overrides(tmp_path, key):
+    saved = {"tag": "t", key: ["optim.lr=1e-4"], "worlds": {"cheap": {"runs": []}}}
+    saved.setdefault("overrides", [])
     (tmp_path / "known_optimum-t.json").write_text(json.dumps(saved))
     done = subprocess.run(_resume_cmd(tmp_path), capture_output=True, text=True, timeout=120,
                           cwd=REPO)  # fmt: skip

@@ -85,3 +85,15 @@ def test_the_study_scores_the_search_table_itself_on_the_held_out_problems(tmp_p
     problems = load_task(cfg.rollout.task, n=args.eval_n, seed=0, split="test")
     want = [exact_reward(sim, picks[p.meta["difficulty"]], sim.params.kind_of(p)) for p in problems]
     assert got == {"reward": pytest.approx(sum(want) / len(want)), "missing": 0, "calls": 300}
+
+
+def test_set_rl_reaches_the_runs_but_not_the_label_start_they_share(tmp_path):
+    script = load_study("learn_known_optimum")
+    base = ["--smoke", "--label-start", "difficulty", "--runs-dir", str(tmp_path)]
+    plain = script.parse_args(base)
+    rl = script.parse_args([*base, "--set-rl", "rollout.sample_dtype=bfloat16"])
+    both = script.parse_args([*base, "--set", "rollout.sample_dtype=bfloat16"])
+    assert script.config_of(rl, 0, None).rollout.sample_dtype == "bfloat16"
+    assert script.config_of(plain, 0, None).rollout.sample_dtype == "model"
+    assert script.label_folder(rl, None) == script.label_folder(plain, None)
+    assert script.label_folder(both, None) != script.label_folder(plain, None)
