@@ -23,7 +23,7 @@ import torch
 
 from flowgrpo.dsl.closing import Closing, shortest_closing
 from flowgrpo.dsl.operators import default_table
-from flowgrpo.trainer.loop.constrain import unpack_allowed
+from flowgrpo.trainer.loop.constrain import tokenizer_cache, unpack_allowed
 
 logger = logging.getLogger(__name__)
 
@@ -55,14 +55,15 @@ class EndGame:
     """
 
     def __init__(self, tokenizer, max_new_tokens, domains, operators, limits, eos_id: int,
-                 near_tokens: int | None = None, near_calls: int = 3):  # fmt: skip
+                 near_tokens: int | None = None, near_calls: int = 3,
+                 vocab_size: int | None = None):  # fmt: skip
         self.tokenizer, self.max_new_tokens, self.domains = tokenizer, max_new_tokens, domains
+        self.classes = token_classes(tokenizer, vocab_size or len(tokenizer))
         self.operators, self.limits, self.eos_id = operators, limits, eos_id
         self.near_calls = near_calls
         self._closings: dict[tuple[str, str], Closing | None] = {}  # rows share prefixes
         self._accepted: dict[tuple[str, str], bool] = {}  # the grammar takes text + its finish
         self._counts: dict[str, int] = {}
-        self._pieces: dict[int, str] = {}
         # one token can lengthen the finish by about two operator names (a parallel block
         # opened where an operand was due: "G" becomes "G, G]") and a few separators
         table = operators if operators is not None else default_table()
@@ -79,11 +80,6 @@ class EndGame:
             ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
             self._counts[text] = len(ids)
         return self._counts[text]
-
-    def _piece(self, token: int) -> str:
-        if token not in self._pieces:
-            self._pieces[token] = self.tokenizer.decode([token])
-        return self._pieces[token]
 
     def _text(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -144,8 +140,9 @@ class EndGame:
         near_calls = closing.calls >= self.limits.max_calls - self.near_calls or "*" in text[-2:]
         if left > need + self.near_tokens and not near_calls:
             return
-        allowed = unpack_row(bits_W)
-        if len(allowed) <= MAX_CHECKED:
+        allowed_V = unpack_allowed(bits_W, 32 * bits_W.shape[-1])
+        if int(allowed_V.sum()) <= MAX_CHECKED:
+            allowed = allowed_V.nonzero().flatten().tolist()
             keep = [
                 t
                 for t in allowed
@@ -162,14 +159,22 @@ class EndGame:
             # character incomplete, or, near the call budget outside an instruction, adds
             # structure (an arrow, a branch, a loop count)
             outside = near_calls and not closing.text.startswith('"')
-            risky = [t for t in allowed if _risky(self._piece(t), outside)]
+            risky = self._risky_allowed(allowed_V, outside)
             drop = [t for t in risky if not self._fits_after(row, ids, t, left - 1, matcher)]
             if drop:
                 self.filtered += 1
                 self.touched.add(row)
-                only(bits_W, sorted(set(allowed) - set(drop)))
+                forbid(bits_W, drop)
             return
         self._force(row, closing, matcher, bits_W)
+
+    def _risky_allowed(self, allowed_V: torch.Tensor, outside: bool) -> list[int]:
+        """The allowed tokens :func:`_risky` picks, from the tokenizer's precomputed classes
+        (one pass over the vocabulary per tokenizer, not per position)."""
+        quote_V, structure_V = self.classes
+        n = allowed_V.shape[0]
+        risky_V = quote_V[:n] | structure_V[:n] if outside else quote_V[:n]
+        return (allowed_V & risky_V).nonzero().flatten().tolist()
 
     def _force(self, row: int, closing: Closing, matcher, bits_W: torch.Tensor) -> None:
         ids = self.tokenizer(closing.text, add_special_tokens=False)["input_ids"] + [self.eos_id]
@@ -197,6 +202,35 @@ def _risky(piece: str, near_calls: bool) -> bool:
     instruction), a part of a character (it needs another token before the quote can follow),
     a structural character when near the call budget outside an instruction."""
     return '"' in piece or PARTIAL in piece or (near_calls and not _STRUCTURE.isdisjoint(piece))
+
+
+def token_classes(tokenizer, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(quote_V, structure_V): bool over ``vocab_size`` rounded up to whole mask words, whether
+    each token's decoded piece holds a quote or part of a character (:func:`_risky` always
+    checks it), or a structural character (checked near the call budget). Built once per
+    tokenizer (one batched decode of the vocabulary); ids the tokenizer lacks are in neither."""
+    key = ("endgame classes", vocab_size)
+    cache = tokenizer_cache(tokenizer)
+    if key not in cache:
+        width = 32 * -(-vocab_size // 32)
+        quote_V = torch.zeros(width, dtype=torch.bool)
+        structure_V = torch.zeros(width, dtype=torch.bool)
+        known = min(vocab_size, len(tokenizer))
+        pieces = tokenizer.batch_decode([[t] for t in range(known)])
+        for t, piece in enumerate(pieces):
+            quote_V[t] = _risky(piece, False)
+            structure_V[t] = not _STRUCTURE.isdisjoint(piece)
+        cache[key] = (quote_V, structure_V)
+    return cache[key]
+
+
+def forbid(bits_W: torch.Tensor, token_ids: list[int]) -> None:
+    """Clear the bits of ``token_ids`` in the packed mask ``bits_W`` (in place)."""
+    words: dict[int, int] = {}
+    for t in token_ids:
+        words[t // 32] = words.get(t // 32, 0) | (1 << (t % 32))
+    for w, cleared in words.items():
+        bits_W[w] = _signed((int(bits_W[w]) & 0xFFFFFFFF) & ~cleared)
 
 
 def unpack_row(bits_W: torch.Tensor) -> list[int]:

@@ -261,7 +261,8 @@ def _grammar_mask(constrained, model, tokenizer, problems, ids_NP, prompt, limit
     domains = [p.domain for p in problems for _ in range(k)]
     matchers = make_matchers(ll_tokenizer, domains, prompt.operators, limits)
     limits = limits if limits is not None else DEFAULT_STATIC_LIMITS
-    endgame = EndGame(tokenizer, max_new, domains, prompt.operators, limits, eos[0])
+    endgame = EndGame(tokenizer, max_new, domains, prompt.operators, limits, eos[0],
+                      vocab_size=vocab)  # fmt: skip
     return GrammarMask(matchers, ids_NP.shape[1], vocab, endgame=endgame, end_ids=eos)
 
 

@@ -13,6 +13,7 @@ from flowgrpo.operators.models import build_tiny_model, load_model
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.algorithms.logprobs import group_logprobs
 from flowgrpo.trainer.loop.constrain import grammar_tokenizer, unpack_allowed
+from flowgrpo.trainer.loop.endgame import PARTIAL, _risky, token_classes
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
 from flowgrpo.trainer.loop.rollout import generate_rollout
 from flowgrpo.trainer.loop.sampler import InverseCdfSampler
@@ -67,6 +68,20 @@ def test_every_smollm2_sample_parses_and_validates(smollm2):
     torch.manual_seed(0)
     r = generate_rollout(model, tok, [MATH, CODE], 50, 0.8, 1.0, 48, constrained="grammar")
     _check_every_sample(r, 50)
+
+
+def test_the_end_games_token_classes_over_smollm2s_vocabulary(smollm2):
+    # byte-level pieces: those ending inside a character decode to U+FFFD (PARTIAL); the
+    # classes, from one batched decode, must match the risk test of each token's own decode
+    model, tok = smollm2
+    quote_V, structure_V = token_classes(tok, model.config.vocab_size)
+    partial = 0
+    for t in range(len(tok)):
+        piece = tok.decode([t])
+        partial += PARTIAL in piece
+        assert bool(quote_V[t]) == _risky(piece, False), (t, piece)
+        assert bool(quote_V[t] | structure_V[t]) == _risky(piece, True), (t, piece)
+    assert partial > 100 and not quote_V[len(tok) :].any()
 
 
 @pytest.mark.slow

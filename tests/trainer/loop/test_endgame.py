@@ -21,6 +21,28 @@ def test_only_allows_exactly_the_listed_tokens_including_the_sign_bit():
     assert endgame.unpack_row(bits_W) == [0, 31, 63, 100]
 
 
+def test_forbid_clears_exactly_the_listed_bits_including_the_sign_bit():
+    bits_W = torch.full((4,), -1, dtype=torch.int32)
+    endgame.forbid(bits_W, [0, 31, 63, 100])
+    left = set(unpack_allowed(bits_W, 128).nonzero().flatten().tolist())
+    assert left == set(range(128)) - {0, 31, 63, 100}
+
+
+def test_the_token_classes_are_the_risk_test_of_each_decoded_token():
+    """The classes built once from a batched decode against :func:`endgame._risky` applied to
+    every token's own ``decode`` (the per-position test they replace)."""
+    model, tok = build_tiny_model(seed=1)
+    vocab = model.config.vocab_size
+    quote_V, structure_V = endgame.token_classes(tok, vocab)
+    assert quote_V.shape == (32 * -(-vocab // 32),)
+    for t in range(vocab):
+        piece = tok.decode([t])
+        assert bool(quote_V[t]) == endgame._risky(piece, False), (t, piece)
+        assert bool(quote_V[t] | structure_V[t]) == endgame._risky(piece, True), (t, piece)
+    assert quote_V.any() and structure_V.any()
+    assert endgame.token_classes(tok, vocab) is endgame.token_classes(tok, vocab)  # built once
+
+
 def _kept_endgames(monkeypatch) -> list:
     kept, plain = [], endgame.EndGame.__init__
 
