@@ -35,13 +35,18 @@ def _signed(word: int) -> int:
     return word - (1 << 32) if word >= 1 << 31 else word
 
 
-def only(bits_W: torch.Tensor, token_ids: list[int]) -> None:
-    """Set the packed mask ``bits_W`` (in place) to allow exactly ``token_ids``."""
+def _words(token_ids: list[int]) -> dict[int, int]:
+    """The packed words (unsigned) that hold exactly ``token_ids``: word index -> bits."""
     words: dict[int, int] = {}
     for t in token_ids:
         words[t // 32] = words.get(t // 32, 0) | (1 << (t % 32))
+    return words
+
+
+def only(bits_W: torch.Tensor, token_ids: list[int]) -> None:
+    """Set the packed mask ``bits_W`` (in place) to allow exactly ``token_ids``."""
     bits_W.zero_()
-    for w, value in words.items():
+    for w, value in _words(token_ids).items():
         bits_W[w] = _signed(value)
 
 
@@ -215,21 +220,18 @@ def token_classes(tokenizer, vocab_size: int) -> tuple[torch.Tensor, torch.Tenso
         width = 32 * -(-vocab_size // 32)
         quote_V = torch.zeros(width, dtype=torch.bool)
         structure_V = torch.zeros(width, dtype=torch.bool)
-        known = min(vocab_size, len(tokenizer))
-        pieces = tokenizer.batch_decode([[t] for t in range(known)])
-        for t, piece in enumerate(pieces):
-            quote_V[t] = _risky(piece, False)
-            structure_V[t] = not _STRUCTURE.isdisjoint(piece)
+        pieces = tokenizer.batch_decode([[t] for t in range(min(vocab_size, len(tokenizer)))])
+        quote_V[: len(pieces)] = torch.tensor([_risky(p, False) for p in pieces], dtype=torch.bool)
+        structure_V[: len(pieces)] = torch.tensor(
+            [not _STRUCTURE.isdisjoint(p) for p in pieces], dtype=torch.bool
+        )
         cache[key] = (quote_V, structure_V)
     return cache[key]
 
 
 def forbid(bits_W: torch.Tensor, token_ids: list[int]) -> None:
     """Clear the bits of ``token_ids`` in the packed mask ``bits_W`` (in place)."""
-    words: dict[int, int] = {}
-    for t in token_ids:
-        words[t // 32] = words.get(t // 32, 0) | (1 << (t % 32))
-    for w, cleared in words.items():
+    for w, cleared in _words(token_ids).items():
         bits_W[w] = _signed((int(bits_W[w]) & 0xFFFFFFFF) & ~cleared)
 
 
