@@ -34,7 +34,7 @@ from flowgrpo.trainer.loop.constrain import (
 from flowgrpo.trainer.loop.endgame import EndGame
 from flowgrpo.trainer.loop.policy import merged_adapter, parameters_as
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
-from flowgrpo.trainer.loop.sampler import sampling_processors
+from flowgrpo.trainer.loop.sampler import InverseCdfSampler, sampling_processors
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,9 @@ class Rollout:
             position (the ``constrained/*`` metrics); None otherwise.
         endgame_N: with ``grammar``, [N] bool: the end game narrowed or forced the row's mask
             to finish it inside the token and call budgets (``trainer/loop/endgame.py``).
+        sampler_logp_NT: [N, T] the log-probability of each sampled token under the
+            distribution the sampler drew it from (0 past a row's end); None for greedy
+            decoding. The update compares it with its own (``sampler_logp_gap``).
     """
 
     problems: list[Problem]
@@ -71,6 +74,7 @@ class Rollout:
     allowed_bits_NTW: torch.Tensor | None = None
     removed_mass_NT: torch.Tensor | None = None
     endgame_N: torch.Tensor | None = None
+    sampler_logp_NT: torch.Tensor | None = None
 
     @property
     def lengths_N(self):
@@ -92,6 +96,7 @@ class Rollout:
             None if self.allowed_bits_NTW is None else self.allowed_bits_NTW[rows],
             None if self.removed_mass_NT is None else self.removed_mass_NT[rows],
             None if self.endgame_N is None else self.endgame_N[rows],
+            None if self.sampler_logp_NT is None else self.sampler_logp_NT[rows],
         )
 
 
@@ -218,7 +223,20 @@ def generate_rollout(
     rollout = _make_rollout(problems, group_size, prompt_ids, completions, eos, tokenizer, seconds)
     if grammar is not None:  # the mask of every sampled position, for the update
         _keep_masks(rollout, grammar)
+    _keep_sampler_logp(rollout, extra.get("logits_processor", ()))
     return rollout
+
+
+def _keep_sampler_logp(rollout: Rollout, processors) -> None:
+    """The drawn tokens' log-probs as the sampler saw them, [N, T] (0 past each row's end)."""
+    sampler = processors[-1] if processors else None
+    if not isinstance(sampler, InverseCdfSampler) or not sampler.logp:
+        return
+    logp_NT = torch.stack(sampler.logp, dim=1)
+    width = rollout.completion_ids_NT.shape[1]
+    if logp_NT.shape[1] < width:  # nothing was generated (the rollout holds one end token)
+        return
+    rollout.sampler_logp_NT = logp_NT[:, :width] * rollout.mask_NT
 
 
 def _keep_masks(rollout: Rollout, grammar: GrammarMask) -> None:
@@ -345,6 +363,9 @@ def concat_rollouts(parts: Sequence[Rollout]) -> Rollout:
         if parts[0].removed_mass_NT is None
         else torch.cat([pad(p.removed_mass_NT, 0.0) for p in parts]),
         None if parts[0].endgame_N is None else torch.cat([p.endgame_N for p in parts]),
+        None
+        if any(p.sampler_logp_NT is None for p in parts)
+        else torch.cat([pad(p.sampler_logp_NT, 0.0) for p in parts]),
     )
 
 

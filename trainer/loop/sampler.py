@@ -22,10 +22,18 @@ class InverseCdfSampler(LogitsProcessor):
     """Draw one token per row from ``softmax(scores)``; return scores that are 0 at the drawn
     token and ``-inf`` elsewhere (for a greedy ``generate`` step). A token of probability 0
     (score ``-inf``) is never drawn. A row without any finite score is an error, as in
-    ``torch.multinomial``."""
+    ``torch.multinomial``.
+
+    ``logp``: per call, [N] the log-probability of each drawn token under the distribution it
+    was drawn from (the sampler's own view of the policy: the update compares it with its own
+    log-probs, ``sampler_logp_gap``, the rollout-training mismatch of Yao et al. 2025)."""
+
+    def __init__(self) -> None:
+        self.logp: list[torch.Tensor] = []
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        cdf_NV = torch.softmax(scores.float(), dim=-1).cumsum(dim=-1)
+        scores_NV = scores.float()
+        cdf_NV = torch.softmax(scores_NV, dim=-1).cumsum(dim=-1)
         total_N1 = cdf_NV[:, -1:]
         if not bool(torch.isfinite(total_N1).all()) or bool((total_N1 <= 0).any()):
             raise ValueError("a row of the next-token scores has no token left to sample")
@@ -34,6 +42,8 @@ class InverseCdfSampler(LogitsProcessor):
         u_N1 = torch.rand(total_N1.shape, device=scores.device, dtype=cdf_NV.dtype) * total_N1
         u_N1 = torch.minimum(u_N1, torch.nextafter(total_N1, torch.zeros_like(total_N1)))
         token_N1 = torch.searchsorted(cdf_NV, u_N1, right=True)
+        logp_N1 = scores_NV.gather(1, token_N1) - torch.logsumexp(scores_NV, -1, keepdim=True)
+        self.logp.append(logp_N1.squeeze(1).cpu())
         return torch.full_like(scores, float("-inf")).scatter_(1, token_N1, 0.0)
 
 

@@ -63,6 +63,7 @@ UPDATE_KEYS = (
     "grad_norm",
     "lr",
     "cov_logp_adv",
+    "sampler_logp_gap",
     "optimizer_steps",
     "nonfinite_skips",
     *TOKEN_METRICS,
@@ -175,7 +176,7 @@ def _step_stats(model, batch: UpdateBatch | None, settings: UpdateSettings, old_
 
 def _backward_groups(model, batch, settings, stats, old_NT, ref_NT) -> dict:
     """Backward of every group's share of the loss; returns summed (not yet global) numbers."""
-    sums = {"loss": 0.0, "loss/policy": 0.0, "cov": [0.0, 0.0, 0.0, 0.0]}
+    sums = {"loss": 0.0, "loss/policy": 0.0, "cov": [0.0, 0.0, 0.0, 0.0], "gap": [0.0, 0.0]}
     if batch is None:
         return sums
     r, cfg = batch.rollout, settings.loss
@@ -189,9 +190,11 @@ def _backward_groups(model, batch, settings, stats, old_NT, ref_NT) -> dict:
             settings.temperature, _allowed(model, r, rows), prefix,
         )  # fmt: skip
         adv_K = batch.adv_N[rows].to(device)
+        old_KT = old_NT[rows].to(device) if old_NT is not None else logp_KT.detach()
+        _add_gap_sums(sums["gap"], old_KT, r.sampler_logp_NT, rows, mask_KT)
         total, metrics = policy_objective(
             logp_KT,
-            old_NT[rows].to(device) if old_NT is not None else logp_KT.detach(),
+            old_KT,
             adv_K,
             mask_KT,
             cfg,
@@ -227,6 +230,19 @@ def _add_cov_sums(acc: list[float], logp_KT, adv_K, m) -> None:
         acc[i] += float(v)
 
 
+def _add_gap_sums(acc: list[float], old_KT, sampler_logp_NT, rows: slice, mask_KT) -> None:
+    """Accumulate (sum |log pi_old - log pi_sampler|, tokens) over the group's completion
+    tokens: how far the sampling policy (bf16 weights, merged LoRA) was from the one the
+    update scores as old (Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You
+    Off-Policy RL Training"; verl logs the same difference)."""
+    if sampler_logp_NT is None:
+        return
+    m = mask_KT.bool()
+    sampler_KT = sampler_logp_NT[rows].to(old_KT.device)
+    acc[0] += float((old_KT.detach() - sampler_KT).abs()[m].sum())
+    acc[1] += float(m.sum())
+
+
 def _token_metrics(cfg: LossConfig) -> tuple[str, ...]:
     """The common token metrics and those the configured policy loss declares."""
     declared = POLICY_LOSSES.meta(cfg.policy_loss).get("metrics", ())
@@ -237,13 +253,14 @@ def _global_metrics(sums: dict, stats: BatchStats, settings: UpdateSettings) -> 
     """Token-weighted means and the covariance over all micro-batches and processes."""
     world_size = settings.world_size
     keys = list(_token_metrics(settings.loss))
-    local = [sums["loss"], sums["loss/policy"], *sums["cov"]]
+    local = [sums["loss"], sums["loss/policy"], *sums["cov"], *sums["gap"]]
     local += [sums.get(k, 0.0) for k in keys] + [1.0 if k in sums else 0.0 for k in keys]
     total = _global_sum(local, world_size)
-    loss, policy, sla, sl, sa, n = total[:6]
-    weighted, present = total[6 : 6 + len(keys)], total[6 + len(keys) :]
+    loss, policy, sla, sl, sa, n, gap, gap_n = total[:8]
+    weighted, present = total[8 : 8 + len(keys)], total[8 + len(keys) :]
     out = {"loss": loss, "loss/policy": policy}
     out["cov_logp_adv"] = (sla / n - (sl / n) * (sa / n)) if n > 0 else None
+    out["sampler_logp_gap"] = gap / gap_n if gap_n > 0 else None
     for key, value, seen in zip(keys, weighted, present):
         out[key] = value / stats.n_tokens if seen > 0 and stats.n_tokens > 0 else None
     return out

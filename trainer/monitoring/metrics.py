@@ -187,6 +187,12 @@ METRICS_SCHEMA: tuple[tuple[str, str], ...] = (
     ("ratio_mean", "mean importance ratio"),
     ("frac_pg_tokens", "share of valid tokens that get policy gradient"),
     ("cov_logp_adv", "Cov(log pi, A) over the step's valid tokens (arXiv 2505.22617)"),
+    (
+        "sampler_logp_gap",
+        "mean |log pi_old - log pi_sampler| over the trained completion tokens: how far the "
+        "sampling policy (merged or bf16 weights) was from the one the update scores; null "
+        "without sampled log-probs",
+    ),
     ("seq_ratio_mean", "gspo: token-weighted mean sequence ratio"),
     ("clip_cov/frac_selected", "clip_cov: share of tokens detached"),
     ("kl_cov/frac_selected", "kl_cov: share of tokens penalised"),
