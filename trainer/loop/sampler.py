@@ -32,8 +32,8 @@ class InverseCdfSampler(LogitsProcessor):
         self.logp: list[torch.Tensor] = []
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        scores_NV = scores.float()
-        cdf_NV = torch.softmax(scores_NV, dim=-1).cumsum(dim=-1)
+        probs_NV = torch.softmax(scores.float(), dim=-1)
+        cdf_NV = probs_NV.cumsum(dim=-1)
         total_N1 = cdf_NV[:, -1:]
         if not bool(torch.isfinite(total_N1).all()) or bool((total_N1 <= 0).any()):
             raise ValueError("a row of the next-token scores has no token left to sample")
@@ -42,8 +42,9 @@ class InverseCdfSampler(LogitsProcessor):
         u_N1 = torch.rand(total_N1.shape, device=scores.device, dtype=cdf_NV.dtype) * total_N1
         u_N1 = torch.minimum(u_N1, torch.nextafter(total_N1, torch.zeros_like(total_N1)))
         token_N1 = torch.searchsorted(cdf_NV, u_N1, right=True)
-        logp_N1 = scores_NV.gather(1, token_N1) - torch.logsumexp(scores_NV, -1, keepdim=True)
-        self.logp.append(logp_N1.squeeze(1).cpu())
+        # the drawn token's own probability, not a second pass over the vocabulary
+        p_N1 = probs_NV.gather(1, token_N1).clamp_min(torch.finfo(probs_NV.dtype).tiny)
+        self.logp.append(p_N1.log().squeeze(1).cpu())
         return torch.full_like(scores, float("-inf")).scatter_(1, token_N1, 0.0)
 
 
