@@ -103,3 +103,19 @@ def test_better_by_construction_scores_higher_empirically(runs):
     gap -= sum(r.correct for r in same) / len(same)
     assert sum(good_expected) / len(good_expected) > sum(same_expected) / len(same) + 0.1
     assert gap > 0.05  # analytic gap about 0.16; standard error of the difference about 0.04
+
+
+def test_branches_without_a_vote_earn_the_accuracy_of_one_branch():
+    """A hostile workflow: twelve parallel AnswerGenerate branches and no ensemble. The answer
+    is the first branch's, so its accuracy must be one AnswerGenerate's, not "any branch right"
+    (which a policy could farm by widening the block). A policy in the answer-ensembles world
+    drifted to this workflow in one seed (research/RECORD.md): the reward did not pay it."""
+    problems = generate_arithmetic(1000, seed=21, split="test")
+    wide = "[" + ", ".join(["AnswerGenerate"] * 12) + "] * 1"
+    results = run_workflows([(wide, p) for p in problems], SimulatedExecutor(seed=0), Limits())
+    one = [analyze("AnswerGenerate", difficulty=p.meta["difficulty"]).accuracy for p in problems]
+    p = sum(one) / len(one)
+    empirical = sum(r.correct for r in results) / len(results)
+    assert abs(empirical - p) <= Z_MAX * math.sqrt(p * (1 - p) / len(results)), (empirical, p)
+    vote = "[AnswerGenerate, AnswerGenerate, AnswerGenerate] -> MdEnsemble"
+    assert analyze(vote, difficulty="hard").accuracy > analyze(wide, difficulty="hard").accuracy
