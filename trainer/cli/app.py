@@ -333,6 +333,14 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
 @click.option("--adapter", type=click.Path(), help="RUN_DIR/checkpoint-N to evaluate.")
 @click.option("--base", is_flag=True, help="Evaluate the untrained base model instead.")
 @click.option(
+    "--search",
+    type=click.Path(),
+    help="Evaluate a `flowgrpo search --out` result instead of a model: its first pick for "
+    "every problem, or with --by each problem's own label's first pick, scored like a "
+    "policy's samples; with a checkpoint, in that run's task, executor and limits (the "
+    "policy's baseline: compare the two with --compare).",
+)
+@click.option(
     "--model",
     default=None,
     help="Base model ('default', 'tiny-random', a path or hub id); default: the one in "
@@ -415,6 +423,7 @@ def eval_cmd(**options) -> None:
       flowgrpo eval --adapter runs/default/checkpoint-30 --n 20 --json trained.json
       flowgrpo eval --compare base.json trained.json
       flowgrpo eval runs/default --all --n 20
+      flowgrpo eval runs/default/checkpoint-30 --search search.json --json pick.json
     """
     eval_command(**options)
 

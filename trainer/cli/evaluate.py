@@ -47,20 +47,44 @@ def run_config_of(checkpoint: str | None):
 
 
 def eval_command(
-    *, adapter, base, compare: tuple[str, str] | None, run_dir=None, all_checkpoints=False, **o
-) -> None:
+    *, adapter, base, compare: tuple[str, str] | None, run_dir=None, all_checkpoints=False,
+    search=None, **o,
+) -> None:  # fmt: skip
     """Evaluate and print (``--json FILE`` also writes the result), print a comparison, or with
-    ``all_checkpoints`` evaluate every checkpoint of ``run_dir``."""
+    ``all_checkpoints`` evaluate every checkpoint of ``run_dir``; with ``search`` the search's
+    pick in the setting of the checkpoint given (or the options')."""
     if compare:
         a, b = (json.loads(Path(p).read_text(encoding="utf-8")) for p in compare)
         click.echo(compare_results(a, b))
         return
     if all_checkpoints:
-        if adapter or base or not run_dir:
+        if adapter or base or search or not run_dir:
             fail("--all evaluates every checkpoint of a run: flowgrpo eval RUN_DIR --all "
-                 "(without --adapter or --base)")  # fmt: skip
+                 "(without --adapter, --base or --search)")  # fmt: skip
         eval_all_command(run_dir, eval_options(o), o["json_out"])
         return
+    adapter = _target(adapter, base, run_dir, search)
+    options = eval_options(o)
+    try:
+        pick, picked = _search_pick(search, adapter)
+        session = EvalSession(run_config_of(adapter), options)
+        status(f"task: {session.task} ({session.task_source})")
+        session.load(adapter)  # logs what it loads
+    except INPUT_ERRORS as exc:
+        fail(str(exc))
+    try:  # the bar closed first, so the error gets its own line
+        with progress(total=options.n, desc="eval", unit="problem") as bar:
+            result = session.evaluate(bar.update, pick, picked)
+    except (ValueError, FileNotFoundError) as exc:
+        fail(str(exc))
+    json_out = o["json_out"]
+    if json_out and json_out != "-":
+        Path(json_out).write_text(json.dumps(result, indent=2), encoding="utf-8")
+    click.echo(json.dumps(result, indent=2) if json_out == "-" else format_eval(result))
+
+
+def _target(adapter, base, run_dir, search):
+    """The checkpoint to load (None: the base model), after the arguments are checked."""
     if run_dir and adapter:
         fail("give the checkpoint once: flowgrpo eval RUN_DIR/checkpoint-N, or --adapter")
     if run_dir:
@@ -69,24 +93,26 @@ def eval_command(
         except FileNotFoundError as exc:
             fail(f"{exc}; or every checkpoint of a run: flowgrpo eval {run_dir} --all")
     adapter = adapter or run_dir
+    if search:
+        if base:
+            fail("--search scores the search's pick, not a model: drop --base (a checkpoint "
+                 "given with it only sets the run's task, executor and limits)")  # fmt: skip
+        return adapter
     if bool(adapter) == bool(base):
-        fail("give exactly one of RUN_DIR/checkpoint-N (or --adapter), --base, or RUN_DIR --all")
-    options = eval_options(o)
-    try:
-        session = EvalSession(run_config_of(adapter), options)
-        status(f"task: {session.task} ({session.task_source})")
-        session.load(adapter)  # logs what it loads
-    except INPUT_ERRORS as exc:
-        fail(str(exc))
-    try:  # the bar closed first, so the error gets its own line
-        with progress(total=options.n, desc="eval", unit="problem") as bar:
-            result = session.evaluate(bar.update)
-    except (ValueError, FileNotFoundError) as exc:
-        fail(str(exc))
-    json_out = o["json_out"]
-    if json_out and json_out != "-":
-        Path(json_out).write_text(json.dumps(result, indent=2), encoding="utf-8")
-    click.echo(json.dumps(result, indent=2) if json_out == "-" else format_eval(result))
+        fail("give exactly one of RUN_DIR/checkpoint-N (or --adapter), --base, RUN_DIR --all, "
+             "or --search FILE")  # fmt: skip
+    return adapter
+
+
+def _search_pick(search, adapter):
+    """(``problem -> workflow``, what to call it) of ``--search FILE``; (None, "") without."""
+    if not search:
+        return None, ""
+    # heavy: the search package imports the trainer loop (torch)
+    from flowgrpo.trainer.search.table import load_search_pick
+
+    where = f" in the setting of {adapter}" if adapter else ""
+    return load_search_pick(search), f"the pick of {search}{where}"
 
 
 def eval_all_command(run_dir: str, options: EvalOptions, json_out: str | None) -> None:

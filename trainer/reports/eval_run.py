@@ -215,13 +215,17 @@ class EvalSession:
         self.loaded += 1
         return f"checkpoint_{self.loaded}"
 
-    def evaluate(self, progress: Callable[[int], None] | None = None) -> dict:
-        """Evaluate the model as it is now: the JSON-ready result of ``flowgrpo eval``."""
+    def evaluate(
+        self, progress: Callable[[int], None] | None = None, pick=None, picked: str = ""
+    ) -> dict:
+        """Evaluate the model as it is now: the JSON-ready result of ``flowgrpo eval``. With
+        ``pick`` (``problem -> workflow``, described by ``picked``) its workflows are scored
+        instead of the model's, in the same setting."""
         result = evaluate(
             self.model, self.tokenizer, self.settings, self.llm, self.limits,
-            progress=progress, hooks=self.hooks, prompt=self.prompt,
+            progress=progress, hooks=self.hooks, prompt=self.prompt, pick=pick,
         )  # fmt: skip
-        result["model"] = self.described
+        result["model"] = picked or self.described
         llm, limits = self.llm, self.limits
         result["settings"] = {  # what it ran with (the run's defaults or the options)
             **dataclasses.asdict(self.settings),

@@ -159,8 +159,11 @@ def evaluate(
     progress=None,
     hooks=(),
     prompt=None,
+    pick=None,
 ) -> dict:
-    """Generate, validate, execute and summarise; returns a JSON-ready dict. ``hooks``: the
+    """Generate, validate, execute and summarise; returns a JSON-ready dict. ``pick``: a
+    ``problem -> workflow`` that writes the workflows instead of the model (a search's table,
+    ``flowgrpo eval --search``), scored the same way. ``hooks``: the
     plugins' metrics hooks on for this evaluation (``loop.metric_hooks.start_hooks`` of the
     run's config) add their metrics of the workflows written, as in training.
     ``prompt``: the :class:`~..loop.prompt.PolicyPrompt` (prompt and operator table) of the
@@ -174,34 +177,45 @@ def evaluate(
 
     with torch.random.fork_rng():
         torch.manual_seed(settings.seed)
-        return _evaluate(model, tokenizer, settings, executor, limits, progress, hooks, prompt)
+        if pick is not None:
+            write = pick_writer(pick, settings.k)
+        else:
+            write = _policy_writer(model, tokenizer, settings, limits, prompt)
+        return _evaluate(write, settings, executor, limits, progress, hooks, prompt)
 
 
-def _evaluate(model, tokenizer, settings, executor, limits, progress, hooks, prompt) -> dict:
+def pick_writer(pick, k: int):
+    """The texts of a chunk of problems written by ``pick``: its workflow ``k`` times each."""
+    return lambda chunk: [pick(p) for p in chunk for _ in range(k)]
+
+
+def _policy_writer(model, tokenizer, settings, limits, prompt):
+    """The texts of a chunk of problems sampled from the model (greedy when k = 1)."""
     # heavy: torch (the rollout generates with the policy); `flowgrpo validate` starts without it
     from flowgrpo.trainer.loop.constrain import sampling_limits
     from flowgrpo.trainer.loop.rollout import generate_rollout
 
+    temperature = 0.0 if settings.k == 1 else settings.temperature
+
+    def write(chunk):
+        # constrained: within the executor's call budget, as in training
+        return generate_rollout(
+            model, tokenizer, chunk, settings.k, temperature, settings.top_p,
+            settings.max_new_tokens, prompt=prompt, constrained=settings.constrained,
+            limits=sampling_limits(limits),
+        ).texts  # fmt: skip
+
+    return write
+
+
+def _evaluate(write, settings, executor, limits, progress, hooks, prompt) -> dict:
     problems = load_task(settings.task, n=settings.n, seed=settings.seed, split="test")
     start, samples, batch = time.perf_counter(), [], settings.batch
-    temperature = 0.0 if settings.k == 1 else settings.temperature
     for i in range(0, len(problems), batch):
         chunk = problems[i : i + batch]
-        rollout = generate_rollout(
-            model,
-            tokenizer,
-            chunk,
-            settings.k,
-            temperature,
-            settings.top_p,
-            settings.max_new_tokens,
-            prompt=prompt,
-            constrained=settings.constrained,
-            limits=sampling_limits(limits),
-        )  # constrained: within the executor's call budget, as in training
         samples += prepare_samples(
             chunk,
-            rollout.texts,
+            write(chunk),
             settings.k,
             llm=executor,
             limits=limits,

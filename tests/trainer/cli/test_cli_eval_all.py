@@ -159,7 +159,7 @@ def test_a_run_dir_without_checkpoints_is_a_one_line_error(tmp_path):
     missing = invoke("eval", tmp_path / "nowhere", "--all")
     assert missing.exit_code == 2 and "no such run directory" in missing.output
     both = invoke("eval", empty, "--all", "--adapter", empty)
-    assert both.exit_code == 2 and "without --adapter or --base" in both.output
+    assert both.exit_code == 2 and "without --adapter, --base or --search" in both.output
 
 
 def test_the_start_row_is_the_untrained_policy(run_dir, all_eval, tmp_path):
