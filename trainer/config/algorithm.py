@@ -178,13 +178,21 @@ class AlgorithmConfig:
         num_iterations: μ, updates per rollout (old log-probs stored when μ > 1).
         entropy_control: the entropy coefficient steered toward a target entropy
             (:class:`EntropyControl`); off by default.
+        reference: the policy ``loss.beta``'s KL is taken to: ``base`` (the base weights,
+            the adapter disabled: TRL's GRPOTrainer with a PEFT model) or ``start`` (the
+            adapter ``model.init_adapter`` loaded, kept frozen: the initial policy, the
+            reference of DeepSeekMath's GRPO, arXiv 2402.03300, and verl's ref model). From a
+            trained start the base model writes prose, so a KL to it pulls the policy away from
+            the start; ``start`` anchors it there instead. Needs ``model.init_adapter``.
     """
 
     advantage: str = "dr_grpo"
     loss: LossConfig = field(default_factory=LossConfig)
     num_iterations: int = 1
     entropy_control: EntropyControl = field(default_factory=EntropyControl)
+    reference: str = "base"
 
     def __post_init__(self):
         check(isinstance(self.advantage, str), "algorithm.advantage", "name an estimator")
         check(self.num_iterations >= 1, "algorithm.num_iterations", "must be >= 1")
+        check(self.reference in ("base", "start"), "algorithm.reference", "use base or start")

@@ -79,6 +79,12 @@ class TrainConfig:
             f"{loss.max_new_tokens} differs from rollout.max_new_tokens={budget}: Dr. GRPO's "
             "normaliser must be the generation budget; leave it unset (derived) or make them equal",
         )
+        check(
+            self.algorithm.reference != "start" or bool(self.model.init_adapter),
+            "algorithm.reference",
+            "start is the adapter model.init_adapter loads: set model.init_adapter, or use "
+            "reference: base",
+        )
         self._derive_cost_budget()
 
     def _derive_cost_budget(self) -> None:

@@ -106,6 +106,29 @@ def parameters_as(model, dtype: torch.dtype | None) -> Iterator[None]:
             p.data = data
 
 
+def trainable_values(model) -> dict[str, torch.Tensor]:
+    """A detached copy of every trainable parameter (the adapter), by name."""
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+@contextlib.contextmanager
+def parameters_from(model, values: dict[str, torch.Tensor]) -> Iterator[None]:
+    """Run the block with the named parameters holding ``values`` (the start's adapter, the
+    KL reference of ``algorithm.reference: start``); each gets its own tensor back after it."""
+    params = dict(model.named_parameters())
+    unknown = sorted(set(values) - set(params))
+    if unknown:
+        raise ValueError(f"parameters_from: the model has no parameter {unknown[0]!r}")
+    saved = {name: params[name].data for name in values}
+    try:
+        for name, value in values.items():
+            params[name].data = value
+        yield
+    finally:
+        for name, data in saved.items():
+            params[name].data = data
+
+
 @contextlib.contextmanager
 def adapter_disabled(model) -> Iterator[None]:
     """The reference / executor model: the policy's base weights with the adapter off."""

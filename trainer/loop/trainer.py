@@ -27,6 +27,7 @@ from flowgrpo.trainer.loop.checkpoint import latest_checkpoint, load_checkpoint,
 from flowgrpo.trainer.loop.environment import RunEnvironment, build_environment
 from flowgrpo.trainer.loop.interrupt import RunAbandoned, StopOnSignal
 from flowgrpo.trainer.loop.metric_hooks import rollout_hook_metrics
+from flowgrpo.trainer.loop.policy import trainable_values
 from flowgrpo.trainer.loop.rollout import ProblemSampler
 from flowgrpo.trainer.loop.state import (
     StepState,
@@ -108,6 +109,10 @@ class Trainer:
         # refuses (RunDirError) before anything is written; config.yaml once all is built
         setup.check_run_folder(cfg, self.run_dir, resume, overwrite)
         self.model, self.tokenizer = setup.policy(cfg, model, tokenizer, self.accelerator.device)
+        if cfg.algorithm.reference == "start":  # the start as loaded, before any resume
+            self.update_settings = replace(
+                self.update_settings, reference_values=trainable_values(self.model)
+            )
         self.optimizer, self.scheduler = setup.optimizer(cfg, self.model)
         # plugins, registry names, operator table, prompt, problems: once, by the front end
         # (check_run) or here; the executor once the policy is loaded (shared runs on it)

@@ -38,7 +38,7 @@ from flowgrpo.trainer.algorithms.objective import (
     train_mask,
 )
 from flowgrpo.trainer.loop.constrain import unpack_allowed
-from flowgrpo.trainer.loop.policy import adapter_disabled
+from flowgrpo.trainer.loop.policy import adapter_disabled, parameters_from
 from flowgrpo.trainer.loop.rollout import Rollout
 
 logger = logging.getLogger(__name__)
@@ -79,6 +79,8 @@ class UpdateSettings:
         logprob_mode: ``shared_prompt`` or ``full`` (see ``group_logprobs``).
         temperature: the rollout's sampling temperature (log-probs are taken at it).
         max_grad_norm: clipping threshold (0 = off). world_size: number of processes.
+        reference_values: the KL reference's adapter (``algorithm.reference: start``: the
+            start's values of the trainable parameters, by name); None: the base weights.
     """
 
     loss: LossConfig
@@ -87,6 +89,7 @@ class UpdateSettings:
     temperature: float = 1.0
     max_grad_norm: float = 1.0
     world_size: int = 1
+    reference_values: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -132,8 +135,7 @@ def _batch_prefix(model, rollout: Rollout, settings: UpdateSettings):
 def _score_groups(model, rollout: Rollout, settings: UpdateSettings, reference: bool = False):
     """(logp_NT, entropy_NT) of every row without gradients (old / reference / selection)."""
     logp, entropy = [], []
-    # the KL's reference: the base weights, adapter off (TRL's GRPOTrainer with PEFT)
-    ctx = adapter_disabled(model) if reference else contextlib.nullcontext()
+    ctx = _reference(model, settings) if reference else contextlib.nullcontext()
     with torch.no_grad(), ctx:
         prefix = _batch_prefix(model, rollout, settings)
         for g, prompt in enumerate(rollout.prompt_ids):
@@ -146,6 +148,14 @@ def _score_groups(model, rollout: Rollout, settings: UpdateSettings, reference: 
             logp.append(lp.cpu())
             entropy.append(ent.cpu())
     return torch.cat(logp), torch.cat(entropy)
+
+
+def _reference(model, settings: UpdateSettings):
+    """The KL's reference: the start's adapter (``algorithm.reference: start``), or the base
+    weights with the adapter off (TRL's GRPOTrainer with PEFT)."""
+    if settings.reference_values is not None:
+        return parameters_from(model, settings.reference_values)
+    return adapter_disabled(model)
 
 
 def _global_sum(values: list[float], world_size: int) -> list[float]:
