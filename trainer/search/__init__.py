@@ -1,6 +1,6 @@
 """The best single workflow by search (``flowgrpo search``): the baseline before RL.
 
-Holds: ``halving`` (sequential halving under a budget of executor calls: pure, no torch) and
+Holds: ``halving`` (sequential halving under a budget of executor calls: pure, no torch),
 ``run`` (the search wired to a run's config: its training problems, executor, call budget and
 reward; the JSON it saves; SFT pairs of the winner), ``by_label`` (one search per label) and
 ``table`` (a saved search's pick as a ``problem -> workflow``, for ``flowgrpo eval --search``).
