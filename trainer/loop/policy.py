@@ -94,16 +94,14 @@ def parameters_as(model, dtype: torch.dtype | None) -> Iterator[None]:
     Framework Secretly Brings You Off-Policy RL Training"; no importance correction here).
     """
 
-    params = [p for p in model.parameters() if dtype is not None and p.dtype != dtype]
-    saved = [p.data for p in params]
-    try:
-        with torch.no_grad():
-            for p in params:
-                p.data = p.data.to(dtype)
+    with torch.no_grad():
+        cast = {
+            n: p.data.to(dtype)
+            for n, p in model.named_parameters()
+            if dtype is not None and p.dtype != dtype
+        }
+    with parameters_from(model, cast):  # the same swap, and the same bit-exact restore
         yield
-    finally:
-        for p, data in zip(params, saved):
-            p.data = data
 
 
 def trainable_values(model) -> dict[str, torch.Tensor]:
