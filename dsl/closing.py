@@ -27,8 +27,12 @@ from flowgrpo.dsl.operators import default_table as _default_table
 from flowgrpo.dsl.validate import DEFAULT_STATIC_LIMITS, StaticLimits, validate
 
 _AFTER = (" -> ", " * ", " ? ", " : ", ", ", "]", ")", "(")  # what may follow a unit
+_AFTER_BY_FIRST = {c: tuple(a for a in _AFTER if a[0] == c) for c in {a[0] for a in _AFTER}}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DIGITS = re.compile(r"\d+")
 _BRANCH = ("then", "else")
+_NEEDS = {" : ": "then", ", ": "par", "]": "par", ")": "group"}  # the construct a separator ends
+_STATE_AFTER = {" * ": "count", "(": "open", "]": "after", ")": "after"}  # else: operand
 
 
 @dataclass(frozen=True)
@@ -69,16 +73,16 @@ def _pop(frames: list[_Frame]) -> None:
 
 def _after_unit(text: str, i: int, frames: list[_Frame]) -> tuple[int, str] | None:
     """Consume what follows a complete unit at ``i``: (new position, new state), or None."""
-    lit = next((a for a in _AFTER if text.startswith(a, i)), None)
+    lit = next((a for a in _AFTER_BY_FIRST.get(text[i], ()) if text.startswith(a, i)), None)
     if lit is None:
         return None
     if lit in (" -> ", ", ", "]", ")"):
         while frames[-1].kind == "else":  # a conditional ends with its else branch
             _pop(frames)
-    need = {" : ": "then", ", ": "par", "]": "par", ")": "group"}.get(lit)
+    need = _NEEDS.get(lit)
     if need is not None and frames[-1].kind != need:
         return None  # not this construct's separator: the text is not a prefix
-    state = {" * ": "count", "(": "open", "]": "after", ")": "after"}.get(lit, "operand")
+    state = _STATE_AFTER.get(lit, "operand")
     top = frames[-1]
     if lit == " ? ":
         frames.append(_Frame("then"))
@@ -91,11 +95,21 @@ def _after_unit(text: str, i: int, frames: list[_Frame]) -> tuple[int, str] | No
     return i + len(lit), state
 
 
-def _scan(text: str, names: frozenset[str]) -> tuple[list[_Frame], str, int]:
+_Scan = tuple[list[_Frame], str, int]
+
+
+def _scan(text: str, names: frozenset[str], start: _Scan | None = None) -> _Scan:
     """(open constructs, state, where the scan stopped) for a canonical prefix. State: operand
     (a unit is due), after (a unit ended), count (after `` * ``), open (after ``Name(``),
-    string (inside an instruction), shut (after its closing quote)."""
-    frames, state, i, n = [_Frame("top")], "operand", 0, len(text)
+    string (inside an instruction), shut (after its closing quote). ``start``: a scan of a
+    prefix of ``text`` to go on from (its frames are copied, not changed), so the closings of
+    one prefix do not rescan it."""
+    if start is None:
+        frames, state, i = [_Frame("top")], "operand", 0
+    else:
+        frames = [_Frame(f.kind, f.branches, f.total, f.last, f.done) for f in start[0]]
+        state, i = start[1], start[2]
+    n = len(text)
     while i < n:
         if state == "string":
             j = text.find('"', i)
@@ -103,7 +117,7 @@ def _scan(text: str, names: frozenset[str]) -> tuple[list[_Frame], str, int]:
         elif state in ("open", "shut", "count"):
             ok = {"open": text[i] == '"', "shut": text[i] == ")", "count": text[i].isdigit()}
             if state == "count" and ok[state]:
-                digits = re.match(r"\d+", text[i:]).group()
+                digits = _DIGITS.match(text, i).group()
                 top = frames[-1]  # the loop repeats its unit: count - 1 more times
                 top.total, top.last = top.total + top.last * (int(digits) - 1), 0
                 i, state = i + len(digits), "after"
@@ -117,9 +131,10 @@ def _scan(text: str, names: frozenset[str]) -> tuple[list[_Frame], str, int]:
                 i += 1
                 continue
             word = _NAME.match(text, i)
-            if word is None or word.group() not in names | {"done"}:
+            name = None if word is None else word.group()
+            if name is None or (name != "done" and name not in names):
                 break
-            _unit(frames, 0 if word.group() == "done" else 1)
+            _unit(frames, 0 if name == "done" else 1)
             i, state = word.end(), "after"
         else:
             step = _after_unit(text, i, frames)
@@ -176,18 +191,20 @@ def shortest_closing(
     gens = sorted((n for n in table.names_with_role(GENERATOR) if n in names), key=measure)
     if not gens:
         return None
-    frames, state, i = _scan(prefix, names)
-    cuts = [""] if i == len(prefix) else _completions(prefix[i:], state, names)
-    candidates = []
+    scanned = _scan(prefix, names)
+    i = scanned[2]
+    cuts = [""] if i == len(prefix) else _completions(prefix[i:], scanned[1], names)
+    candidates = []  # (closing text, the scan of prefix + its cut lexeme to go on from)
     for cut in cuts:
-        f2, s2, j = (frames, state, i) if not cut else _scan(prefix + cut, names)
-        if j == len(prefix) + len(cut):
-            candidates.append(cut + _close(f2, s2, gens[0]))
+        # a scan stops only before a lexeme it cannot take, so going on from it is exact
+        at = scanned if not cut else _scan(prefix + cut, names, scanned)
+        if at[2] == len(prefix) + len(cut):
+            candidates.append((cut + _close(at[0], at[1], gens[0]), at))
     # a cut lexeme with several completions (" " opens " -> ", " * ", " ? " or " : ") may
     # complete into a separator the construct does not take (" * " after a loop): validate
     check = check or len(candidates) > 1
-    for text in sorted(candidates, key=measure):
-        frames, state, j = _scan(prefix + text, names)
+    for text, at in sorted(candidates, key=lambda c: measure(c[0])):
+        frames, state, j = _scan(prefix + text, names, at)
         while state == "after" and frames[-1].kind == "else":  # a conditional at the end
             _pop(frames)
         if j < len(prefix + text) or len(frames) > 1 or state != "after":

@@ -129,6 +129,11 @@ class OperatorTable(Mapping):
         self._specs = MappingProxyType(entries)
         self._key = tuple(entries.values())
         self._hash = hash(self._key)
+        extra = {d for s in self._key for d in s.domains} - set(DOMAINS)
+        self._domains = DOMAINS + tuple(sorted(extra))
+        # per domain, built once: the constrained sampler's end game asks at every candidate
+        self._by_domain = {d: frozenset(s.name for s in self._key if d in s.domains)
+                           for d in self._domains}  # fmt: skip
 
     def __getitem__(self, name: str) -> OperatorSpec:
         return self._specs[name]
@@ -151,8 +156,7 @@ class OperatorTable(Mapping):
     @property
     def domains(self) -> tuple[str, ...]:
         """flowgrpo's domains plus any other domain a spec names."""
-        extra = {d for s in self._key for d in s.domains} - set(DOMAINS)
-        return DOMAINS + tuple(sorted(extra))
+        return self._domains
 
     def role(self, name: str) -> str | None:
         """The role of ``name``, or None when the table has no such operator."""
@@ -165,9 +169,10 @@ class OperatorTable(Mapping):
 
     def for_domain(self, domain: str) -> frozenset[str]:
         """Names of the operators allowed for ``domain``; an unknown domain raises."""
-        if domain not in self.domains:
+        names = self._by_domain.get(domain)
+        if names is None:
             raise ValueError(f"unknown domain {domain!r}; choose one of {', '.join(self.domains)}")
-        return frozenset(s.name for s in self._key if domain in s.domains)
+        return names
 
     def extend(self, *specs: OperatorSpec | Mapping[str, Any]) -> OperatorTable:
         """A new table: this one plus ``specs`` (a name already present raises)."""

@@ -1,12 +1,13 @@
 """shortest_closing: every prefix of a valid workflow closes into a valid workflow, with the
 call count validate's own counter gives; the shortest finish on hand-checked prefixes."""
 
+import copy
 import random
 
 import pytest
 
 from flowgrpo.dsl import OperatorTable, StaticLimits, validate
-from flowgrpo.dsl.closing import shortest_closing
+from flowgrpo.dsl.closing import _scan, shortest_closing
 from flowgrpo.dsl.generate import random_workflow
 from flowgrpo.dsl.shape import count_calls
 
@@ -77,3 +78,23 @@ def test_the_measure_picks_the_finish():
         return len(s) + (100 if "Custom" in s else 0)
 
     assert shortest_closing("", "math", measure=measure).text != "Custom"
+
+
+@pytest.mark.parametrize("domain", ["math", "code"])
+def test_a_scan_resumed_from_any_cut_equals_the_whole_scan(domain):
+    # shortest_closing scans a prefix once and goes on from there for each finish it tries
+    # (a finish never continues the prefix's last name or number): from every cut of a valid
+    # workflow between lexemes, the resumed scan must be the whole text's own, and the scan it
+    # went on from must be left as it was
+    names = OperatorTable.from_data([]).for_domain(domain)
+    for text in _valid_workflows(domain, 40, seed=11):
+        whole = _scan(text, names)
+        for k in range(len(text) + 1):
+            if 0 < k < len(text) and (text[k - 1] + text[k]).replace("_", "a").isalnum():
+                continue  # inside a name or a number: "Custom" of "CustomCodeGenerate"
+            start = _scan(text[:k], names)
+            if start[2] < k:  # the cut is inside a separator: the scan stopped before it
+                continue
+            before = copy.deepcopy(start)
+            assert _scan(text, names, start) == whole, (text, k)
+            assert start == before, (text, k)

@@ -64,6 +64,7 @@ class EndGame:
                  vocab_size: int | None = None):  # fmt: skip
         self.tokenizer, self.max_new_tokens, self.domains = tokenizer, max_new_tokens, domains
         self.classes = token_classes(tokenizer, vocab_size or len(tokenizer))
+        self._decode = text_decoder(tokenizer)
         self.operators, self.limits, self.eos_id = operators, limits, eos_id
         self.near_calls = near_calls
         self._closings: dict[tuple[str, str], Closing | None] = {}  # rows share prefixes
@@ -87,7 +88,7 @@ class EndGame:
         return self._counts[text]
 
     def _text(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+        return self._decode(ids)
 
     def _closing(self, row: int, text: str) -> Closing | None:
         key = (self.domains[row], text)
@@ -238,3 +239,14 @@ def forbid(bits_W: torch.Tensor, token_ids: list[int]) -> None:
 def unpack_row(bits_W: torch.Tensor) -> list[int]:
     """Token ids allowed by one packed mask row."""
     return unpack_allowed(bits_W, 32 * bits_W.shape[-1]).nonzero().flatten().tolist()
+
+
+def text_decoder(tokenizer):
+    """``ids -> text`` as ``tokenizer.decode(ids, skip_special_tokens=True)``: through the fast
+    tokenizer's Rust decoder when transformers would add nothing to it (no clean-up of spaces),
+    since the end game decodes every candidate token's row and transformers' wrapper (argument
+    conversion over the whole list) cost several times the decode itself there."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", True):
+        return lambda ids: tokenizer.decode(ids, skip_special_tokens=True)
+    return lambda ids: backend.decode(ids, skip_special_tokens=True)

@@ -1,6 +1,8 @@
 """The end game of constrained sampling: packed-mask edits, and that it acts where a row would
 otherwise run past its token budget (the samples themselves: test_constrained.py)."""
 
+import random
+
 import torch
 from llguidance.torch import allocate_token_bitmask, fill_next_token_bitmask
 
@@ -128,3 +130,27 @@ def test_a_token_whose_finish_the_grammar_refuses_is_dropped():
     game.restrict(0, ids, matcher, bits_W)
     kept = {tok.decode([t]) for t in endgame.unpack_row(bits_W)}
     assert " " not in kept and not game.unclosable
+
+
+def test_the_text_decoder_is_the_tokenizers_decode_without_special_tokens():
+    # the end game decodes every candidate's row through the fast tokenizer's own decoder:
+    # it must give transformers' decode(skip_special_tokens=True) on any ids, specials among them
+    _, tok = build_tiny_model(seed=1)
+    decode, rng = endgame.text_decoder(tok), random.Random(0)
+    specials = list(tok.all_special_ids)
+    assert specials
+    for _ in range(300):
+        ids = [rng.randrange(len(tok)) for _ in range(rng.randrange(0, 30))]
+        for _ in range(rng.randrange(3)):
+            ids.insert(rng.randrange(len(ids) + 1), rng.choice(specials))
+        assert decode(ids) == tok.decode(ids, skip_special_tokens=True), ids
+
+
+def test_a_tokenizer_that_cleans_up_spaces_decodes_through_transformers():
+    _, tok = build_tiny_model(seed=1)
+    tok.clean_up_tokenization_spaces = True
+    calls = []
+    plain = tok.decode
+    tok.decode = lambda ids, **kw: calls.append(kw) or plain(ids, **kw)
+    assert endgame.text_decoder(tok)([5, 6]) == plain([5, 6], skip_special_tokens=True)
+    assert calls == [{"skip_special_tokens": True}]
