@@ -144,6 +144,36 @@ def _scan(text: str, names: frozenset[str], start: _Scan | None = None) -> _Scan
     return frames, state, i
 
 
+@dataclass(frozen=True)
+class PrefixScan:
+    """A scan of ``text`` that reached its end (:func:`scan_prefix`): a longer prefix that goes
+    on from it between two lexemes is scanned from here, not from its start."""
+
+    text: str
+    names: frozenset[str]  # the domain's operators it was scanned with
+    frames: tuple[_Frame, ...]  # copied by a scan that goes on from it, never changed
+    state: str
+
+
+def scan_prefix(prefix: str, domain: str = "math",
+                operators: OperatorTable | None = None) -> PrefixScan | None:  # fmt: skip
+    """The scan of ``prefix`` for :func:`shortest_closing`'s ``start`` (None when the scan stops
+    before the end: ``prefix`` ends inside a separator or is not a prefix of a workflow)."""
+    table = operators if operators is not None else _default_table()
+    names = table.for_domain(domain)
+    frames, state, i = _scan(prefix, names)
+    return PrefixScan(prefix, names, tuple(frames), state) if i == len(prefix) else None
+
+
+def _goes_on_from(start: PrefixScan | None, text: str, names: frozenset[str]) -> bool:
+    """``text`` is ``start.text`` and more, cut between two lexemes: not inside a name or a
+    number ("Custom" of "CustomCodeGenerate"); a scan ends only after a whole separator."""
+    if start is None or start.names != names or not text.startswith(start.text):
+        return False
+    n = len(start.text)
+    return n == 0 or n == len(text) or not (text[n - 1] + text[n]).replace("_", "a").isalnum()
+
+
 def _close(frames: list[_Frame], state: str, generator: str) -> str:
     """The text that closes every open construct from ``state`` (no partial lexeme)."""
     head = {"string": '")', "open": '"")', "shut": ")", "count": "1"}.get(state, "")
@@ -173,6 +203,7 @@ def shortest_closing(
     limits: StaticLimits | None = None,
     measure: Callable[[str], int] = len,
     check: bool = False,
+    start: PrefixScan | None = None,
 ) -> Closing | None:
     """The shortest text (by ``measure``, e.g. a token count) that finishes ``prefix``, with the
     finished workflow's worst-case calls; None when the prefix cannot be scanned. ``check``:
@@ -180,6 +211,8 @@ def shortest_closing(
     call budget); without it the count comes from the scan alone (about 10x faster), and only a
     prefix cut inside an ambiguous separator is validated. ``prefix`` is assumed to be a prefix
     of a valid workflow in canonical spacing (what the constraint grammar lets through).
+    ``start``: a :func:`scan_prefix` of a shorter prefix (the text before the last token); used
+    only where ``prefix`` goes on from it between lexemes, so the result is the same without it.
 
     >>> shortest_closing("[Programmer, Custom").text
     ']'
@@ -188,10 +221,12 @@ def shortest_closing(
     """
     table = operators if operators is not None else _default_table()
     names = table.for_domain(domain)
-    gens = sorted((n for n in table.names_with_role(GENERATOR) if n in names), key=measure)
-    if not gens:
+    generators = (n for n in table.names_with_role(GENERATOR) if n in names)
+    generator = min(generators, key=measure, default=None)  # the first of the shortest
+    if generator is None:
         return None
-    scanned = _scan(prefix, names)
+    resume = None if start is None else (list(start.frames), start.state, len(start.text))
+    scanned = _scan(prefix, names, resume if _goes_on_from(start, prefix, names) else None)
     i = scanned[2]
     cuts = [""] if i == len(prefix) else _completions(prefix[i:], scanned[1], names)
     candidates = []  # (closing text, the scan of prefix + its cut lexeme to go on from)
@@ -199,7 +234,7 @@ def shortest_closing(
         # a scan stops only before a lexeme it cannot take, so going on from it is exact
         at = scanned if not cut else _scan(prefix + cut, names, scanned)
         if at[2] == len(prefix) + len(cut):
-            candidates.append((cut + _close(at[0], at[1], gens[0]), at))
+            candidates.append((cut + _close(at[0], at[1], generator), at))
     # a cut lexeme with several completions (" " opens " -> ", " * ", " ? " or " : ") may
     # complete into a separator the construct does not take (" * " after a loop): validate
     check = check or len(candidates) > 1

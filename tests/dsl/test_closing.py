@@ -7,7 +7,7 @@ import random
 import pytest
 
 from flowgrpo.dsl import OperatorTable, StaticLimits, validate
-from flowgrpo.dsl.closing import _scan, shortest_closing
+from flowgrpo.dsl.closing import _scan, scan_prefix, shortest_closing
 from flowgrpo.dsl.generate import random_workflow
 from flowgrpo.dsl.shape import count_calls
 
@@ -98,3 +98,31 @@ def test_a_scan_resumed_from_any_cut_equals_the_whole_scan(domain):
             before = copy.deepcopy(start)
             assert _scan(text, names, start) == whole, (text, k)
             assert start == before, (text, k)
+
+
+@pytest.mark.parametrize("domain", ["math", "code"])
+def test_a_closing_from_a_shorter_prefixs_scan_is_the_closing_without_it(domain):
+    # the end game hands every candidate the scan of the row's text before it: from any
+    # shorter prefix (inside a name too, where it must not go on from it, and a scan of the
+    # other domain, whose operators differ) the closing must be the one computed from scratch
+    other = scan_prefix("Programmer -> ", "code" if domain == "math" else "math")
+    for text in _valid_workflows(domain, 25, seed=5):
+        for k in range(len(text) + 1):
+            plain = shortest_closing(text[:k], domain)
+            for j in {0, max(k - 1, 0), max(k - 3, 0), k // 2}:
+                start = scan_prefix(text[:j], domain)
+                assert shortest_closing(text[:k], domain, start=start) == plain, (text, j, k)
+            assert shortest_closing(text[:k], domain, start=other) == plain, (text, k)
+
+
+def test_a_scan_of_another_domain_is_not_gone_on_from():
+    # CustomCodeGenerate is a code operator: math cannot finish a text that opens with it
+    start = scan_prefix("CustomCodeGenerate -> ", "code")
+    assert start is not None and scan_prefix("CustomCodeGenerate -> ", "math") is None
+    assert shortest_closing("CustomCodeGenerate -> Cus", "math", start=start) is None
+
+
+def test_a_scan_that_stops_inside_a_separator_is_no_start():
+    assert scan_prefix("Custom -", "math") is None
+    assert scan_prefix("Custom ]", "math") is None
+    assert scan_prefix("Custom -> ", "math").text == "Custom -> "

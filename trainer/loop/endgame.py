@@ -21,7 +21,7 @@ import logging
 
 import torch
 
-from flowgrpo.dsl.closing import Closing, shortest_closing
+from flowgrpo.dsl.closing import Closing, PrefixScan, scan_prefix, shortest_closing
 from flowgrpo.dsl.operators import default_table
 from flowgrpo.trainer.loop.constrain import tokenizer_cache, unpack_allowed
 
@@ -69,7 +69,8 @@ class EndGame:
         self.near_calls = near_calls
         self._closings: dict[tuple[str, str], Closing | None] = {}  # rows share prefixes
         self._accepted: dict[tuple[str, str], bool] = {}  # the grammar takes text + its finish
-        self._counts: dict[str, int] = {}
+        self._scans: dict[tuple[str, str], PrefixScan | None] = {}
+        self._ids: dict[str, list[int]] = {}  # a finish's tokens: few finishes, many rows
         # one token can lengthen the finish by about two operator names (a parallel block
         # opened where an operand was due: "G" becomes "G, G]") and a few separators
         table = operators if operators is not None else default_table()
@@ -81,22 +82,33 @@ class EndGame:
         self.touched: set[int] = set()
         self.unclosable: set[int] = set()
 
-    def _ntok(self, text: str) -> int:
-        if text not in self._counts:
+    def _tokens(self, text: str) -> list[int]:
+        if text not in self._ids:
             ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
-            self._counts[text] = len(ids)
-        return self._counts[text]
+            self._ids[text] = list(ids)
+        return self._ids[text]
+
+    def _ntok(self, text: str) -> int:
+        return len(self._tokens(text))
 
     def _text(self, ids: list[int]) -> str:
         return self._decode(ids)
 
-    def _closing(self, row: int, text: str) -> Closing | None:
+    def _closing(self, row: int, text: str, start: PrefixScan | None = None) -> Closing | None:
+        """The shortest finish of ``text``; ``start``: the scan of the row's text before its
+        last token (every candidate token of a position goes on from the same one)."""
         key = (self.domains[row], text)
         if key not in self._closings:
             self._closings[key] = shortest_closing(
-                text, key[0], self.operators, self.limits, self._ntok
+                text, key[0], self.operators, self.limits, self._ntok, start=start
             )
         return self._closings[key]
+
+    def _scan(self, row: int, text: str) -> PrefixScan | None:
+        key = (self.domains[row], text)
+        if key not in self._scans:
+            self._scans[key] = scan_prefix(text, key[0], self.operators)
+        return self._scans[key]
 
     def _need(self, closing: Closing, text: str) -> int:
         """Positions a finish of ``text`` takes: its tokens, the end token, and one more when
@@ -112,21 +124,21 @@ class EndGame:
             and self._need(closing, text) <= left
         )
 
-    def _fits_after(self, row: int, ids: list[int], token: int, left: int, matcher) -> bool:
+    def _fits_after(self, row: int, ids: list[int], token: int, left: int, matcher,
+                    start: PrefixScan | None = None) -> bool:  # fmt: skip
         """A finish still fits in ``left`` positions once ``token`` follows ``ids``; at the call
         budget, the grammar must also take ``token``, that finish and the end token (the
         shortest closing is the DSL's; the constrained grammar is stricter in places, e.g. no
         loop count after an ensemble, and a finish it refuses there would cost a call over)."""
         text = self._text([*ids, token])
-        closing = self._closing(row, text)
+        closing = self._closing(row, text, start)
         if not self._fits(closing, left, text):
             return False
         if closing.calls < self.limits.max_calls:  # below the budget a finish the grammar
             return True  # refuses costs at most one more call (checked again next token)
         key = (self.domains[row], text)  # the grammar reads text: the same text, the same answer
         if key not in self._accepted:
-            tail = self.tokenizer(closing.text, add_special_tokens=False)["input_ids"]
-            sequence = [token, *(tail if closing.text else []), self.eos_id]
+            sequence = [token, *self._tokens(closing.text), self.eos_id]
             self._accepted[key] = matcher.deep_copy().try_consume_tokens(sequence) == len(sequence)
         return self._accepted[key]
 
@@ -147,12 +159,13 @@ class EndGame:
         if left > need + self.near_tokens and not near_calls:
             return
         allowed_V = unpack_allowed(bits_W, 32 * bits_W.shape[-1])
+        start = self._scan(row, text)  # each candidate's text goes on from this one's
         if int(allowed_V.sum()) <= MAX_CHECKED:
             allowed = allowed_V.nonzero().flatten().tolist()
             keep = [
                 t
                 for t in allowed
-                if t == self.eos_id or self._fits_after(row, ids, t, left - 1, matcher)
+                if t == self.eos_id or self._fits_after(row, ids, t, left - 1, matcher, start)
             ]
             if keep:
                 if len(keep) < len(allowed):
@@ -166,7 +179,7 @@ class EndGame:
             # structure (an arrow, a branch, a loop count)
             outside = near_calls and not closing.text.startswith('"')
             risky = self._risky_allowed(allowed_V, outside)
-            drop = [t for t in risky if not self._fits_after(row, ids, t, left - 1, matcher)]
+            drop = [t for t in risky if not self._fits_after(row, ids, t, left - 1, matcher, start)]
             if drop:
                 self.filtered += 1
                 self.touched.add(row)
@@ -183,7 +196,7 @@ class EndGame:
         return (allowed_V & risky_V).nonzero().flatten().tolist()
 
     def _force(self, row: int, closing: Closing, matcher, bits_W: torch.Tensor) -> None:
-        ids = self.tokenizer(closing.text, add_special_tokens=False)["input_ids"] + [self.eos_id]
+        ids = [*self._tokens(closing.text), self.eos_id]
         if matcher.deep_copy().try_consume_tokens(ids) != len(ids):
             logger.debug("end game: the grammar rejects the finish %r", closing.text)
             self.unclosable.add(row)
