@@ -15,6 +15,7 @@ uses the in-process stand-in :func:`simulated_sandbox` for 2,000 runs.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -46,8 +47,13 @@ CASES = [
 ]
 
 
+@functools.cache
+def _problems(n: int):
+    return generate_arithmetic(n, seed=21, split="test")  # the same 1,000 for seven workflows
+
+
 def _run(workflow: str, n: int, sandbox: str | None, budget: int | None):
-    problems = generate_arithmetic(n, seed=21, split="test")
+    problems = _problems(n)
     limits = Limits(max_llm_calls=budget) if budget else Limits()
     results, expected, calls = [], [], []
     for seed in SEEDS:
@@ -55,8 +61,11 @@ def _run(workflow: str, n: int, sandbox: str | None, budget: int | None):
         pairs = [(workflow, p) for p in problems]
         box = simulated_sandbox if sandbox == "inline" else None
         results += run_workflows(pairs, llm, limits, sandbox=box)
+        by_difficulty = {}  # the analysis depends on the problem through its difficulty only
         for p in problems:
-            stats = analyze(workflow, difficulty=p.meta["difficulty"], limits=limits)
+            d = p.meta["difficulty"]
+            stats = by_difficulty.get(d) or analyze(workflow, difficulty=d, limits=limits)
+            by_difficulty[d] = stats
             expected.append(stats.accuracy)
             calls.append(stats)
     return results, expected, calls
@@ -110,7 +119,7 @@ def test_branches_without_a_vote_earn_the_accuracy_of_one_branch():
     is the first branch's, so its accuracy must be one AnswerGenerate's, not "any branch right"
     (which a policy could farm by widening the block). A policy in the answer-ensembles world
     drifted to this workflow in one seed (research/RECORD.md): the reward did not pay it."""
-    problems = generate_arithmetic(1000, seed=21, split="test")
+    problems = _problems(1000)
     wide = "[" + ", ".join(["AnswerGenerate"] * 12) + "] * 1"
     results = run_workflows([(wide, p) for p in problems], SimulatedExecutor(seed=0), Limits())
     one = [analyze("AnswerGenerate", difficulty=p.meta["difficulty"]).accuracy for p in problems]

@@ -16,7 +16,7 @@ def test_worlds_each_get_their_runs_start_and_mode(tmp_path):
     worlds = [REPO / "configs" / "worlds" / f"{w}.yaml" for w in ("cheap", "answer-ensembles")]
     cmd = [sys.executable, str(REPO / "research" / "learn_known_optimum.py"), "--smoke",
            "--seeds", "0", "--tag", "t", "--no-write", "--out", str(tmp_path),
-           "--runs-dir", str(tmp_path / "runs"),
+           "--runs-dir", str(tmp_path / "runs"), "--threads", "1",
            # the group shape configs/known-optimum.yaml adopted (issue 20), on the tiny policy;
            # unconstrained: the grammar on a character-level tokenizer costs minutes here, and
            # the start and mode of each world are what this test checks
@@ -34,6 +34,7 @@ def test_worlds_each_get_their_runs_start_and_mode(tmp_path):
     assert answer["start"]["best"].startswith("[AnswerGenerate, AnswerGenerate, AnswerGenerate]")
     for name in data["worlds"]:
         assert (tmp_path / "runs" / "t" / name / "seed0" / "metrics.jsonl").exists()
+        assert [r["torch_threads"] for r in data["worlds"][name]["runs"]] == [1]  # --threads
     assert not (tmp_path / "known_optimum.md").exists()  # --no-write
 
 
@@ -62,33 +63,35 @@ def _resume_cmd(tmp_path) -> list[str]:
             "--world", "configs/worlds/cheap.yaml"]  # fmt: skip
 
 
-def test_resume_keeps_the_seeds_already_saved_and_trains_none_of_them(tmp_path):
-    done_run = {"seed": 0, "world": "cheap", "eval": {"sim/regret": 0.123}, "marker": "kept"}
-    saved = {"tag": "t", "overrides": [], "worlds": {"cheap": {"start": {}, "runs": [done_run]}}}
-    (tmp_path / "known_optimum-t.json").write_text(json.dumps(saved))
-    done = subprocess.run(_resume_cmd(tmp_path), capture_output=True, text=True, timeout=300,
-                          cwd=REPO)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "--resume: seeds [0] kept" in done.stdout
-    data = json.loads((tmp_path / "known_optimum-t.json").read_text())
-    assert data["worlds"]["cheap"]["runs"] == [done_run]
-    assert data["worlds"]["cheap"]["start"]["validity_rate"] >= 0  # the start is re-evaluated
-    assert not (tmp_path / "runs").exists()  # seed 0 was not trained again
-
-
-def test_resume_keeps_the_worlds_not_run_now_in_the_file(tmp_path):
-    # a study interrupted before its later worlds: a resumed run of one world must not drop them
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory):
+    """A resumed study of cheap, seed 0, whose file already holds that seed and a world not run
+    now (a study interrupted before its later worlds): (its folder, its output, the kept rows)."""
+    out = tmp_path_factory.mktemp("resume")
+    kept = {"seed": 0, "world": "cheap", "eval": {"sim/regret": 0.123}, "marker": "kept"}
     other = {"start": {"sim/valid_regret": 0.2}, "runs": [{"seed": 3, "marker": "other"}]}
-    kept = {"seed": 0, "world": "cheap", "eval": {"sim/regret": 0.1}}
     saved = {"tag": "t", "overrides": [],
              "worlds": {"default": other, "cheap": {"start": {}, "runs": [kept]}}}  # fmt: skip
-    (tmp_path / "known_optimum-t.json").write_text(json.dumps(saved))
-    done = subprocess.run(_resume_cmd(tmp_path), capture_output=True, text=True, timeout=300,
+    (out / "known_optimum-t.json").write_text(json.dumps(saved))
+    done = subprocess.run(_resume_cmd(out), capture_output=True, text=True, timeout=300,
                           cwd=REPO)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    data = json.loads((tmp_path / "known_optimum-t.json").read_text())
-    assert data["worlds"]["default"] == other
-    assert data["worlds"]["cheap"]["runs"] == [kept]
+    return out, done.stdout, {"cheap": kept, "default": other}
+
+
+def test_resume_keeps_the_seeds_already_saved_and_trains_none_of_them(resumed):
+    out, stdout, saved = resumed
+    assert "--resume: seeds [0] kept" in stdout
+    data = json.loads((out / "known_optimum-t.json").read_text())
+    assert data["worlds"]["cheap"]["runs"] == [saved["cheap"]]
+    assert data["worlds"]["cheap"]["start"]["validity_rate"] >= 0  # the start is re-evaluated
+    assert not (out / "runs").exists()  # seed 0 was not trained again
+
+
+def test_resume_keeps_the_worlds_not_run_now_in_the_file(resumed):
+    out, _, saved = resumed
+    data = json.loads((out / "known_optimum-t.json").read_text())
+    assert data["worlds"]["default"] == saved["default"]
 
 
 @pytest.mark.parametrize("key", ["overrides", "rl_overrides"])
@@ -193,7 +196,7 @@ def test_world_takes_several_files_at_once_or_repeated():
 @pytest.mark.slow
 def test_smoke_run_trains_the_seeds_in_worker_processes_and_writes_its_section(tmp_path):
     # one smoke study (2 seeds, 2 steps each) with --jobs 2: the seeds train in worker processes
-    # sharing the cores; the sequential path runs in the --threads and --world tests
+    # sharing the cores; the sequential path runs in the --world test (with --threads 1)
     from studylib.pool import threads_per_job
 
     cmd = [sys.executable, str(REPO / "research" / "learn_known_optimum.py"), "--smoke",
@@ -224,11 +227,3 @@ def test_a_count_below_one_is_refused_before_anything_runs(tmp_path, option):
     assert not any(tmp_path.iterdir())
 
 
-def test_threads_sets_the_torch_threads_of_each_seed(tmp_path):
-    cmd = [sys.executable, str(REPO / "research" / "learn_known_optimum.py"), "--smoke",
-           "--seeds", "0", "--threads", "1", "--tag", "t", "--no-write", "--out", str(tmp_path),
-           "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
-    assert done.returncode == 0, done.stderr[-3000:]
-    runs = json.loads((tmp_path / "known_optimum-t.json").read_text())["runs"]
-    assert [r["torch_threads"] for r in runs] == [1]
