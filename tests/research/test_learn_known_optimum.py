@@ -225,5 +225,3 @@ def test_a_count_below_one_is_refused_before_anything_runs(tmp_path, option):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 2 and f"{option} must be >= 1, got 0" in done.stderr
     assert not any(tmp_path.iterdir())
-
-
