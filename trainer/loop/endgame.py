@@ -104,7 +104,7 @@ class EndGame:
             )
         return self._closings[key]
 
-    def _scan(self, row: int, text: str) -> PrefixScan | None:
+    def _prefix_scan(self, row: int, text: str) -> PrefixScan | None:
         key = (self.domains[row], text)
         if key not in self._scans:
             self._scans[key] = scan_prefix(text, key[0], self.operators)
@@ -159,7 +159,7 @@ class EndGame:
         if left > need + self.near_tokens and not near_calls:
             return
         allowed_V = unpack_allowed(bits_W, 32 * bits_W.shape[-1])
-        start = self._scan(row, text)  # each candidate's text goes on from this one's
+        start = self._prefix_scan(row, text)  # each candidate's text goes on from this one's
         if int(allowed_V.sum()) <= MAX_CHECKED:
             allowed = allowed_V.nonzero().flatten().tolist()
             keep = [
