@@ -372,10 +372,16 @@ def resumed(args) -> dict:
     }
 
 
-def save(args, results: dict) -> Path:
-    """The results so far as ``OUT/known_optimum[-TAG].json`` (written after every seed)."""
+def save(args, results: dict, owned: frozenset[str] | None = None) -> Path:
+    """The results so far as ``OUT/known_optimum[-TAG].json`` (written after every seed). With
+    ``--resume`` the worlds this process does not run (``owned``: the ones it does) are taken
+    from the file as it is now, not as it was read at the start, so another study of the same
+    tag running other worlds loses nothing it saved in between."""
     path = json_path(args)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if owned is not None and args.resume and path.exists():
+        now = json.loads(path.read_text(encoding="utf-8")).get("worlds", {})
+        results = {**results, **{k: v for k, v in now.items() if k not in owned}}
     data = {"tag": args.tag, "overrides": args.overrides, "rl_overrides": args.rl_overrides,
             "worlds": results}  # fmt: skip
     if len(results) == 1:  # one world: also at the top level, as before worlds existed
@@ -435,6 +441,7 @@ def main(argv=None) -> None:
     results: dict = resumed(args)  # worlds not run now stay in the file as they were
     base = base_model(config_of(args, None))
     plan = []
+    owned = frozenset(w.name if w is not None else "config" for w in worlds)
     for world_file, world in zip(args.worlds or [None], worlds):
         name = world.name if world is not None else "config"
         if args.label_keys:
@@ -454,11 +461,11 @@ def main(argv=None) -> None:
         results[name]["runs"] = sorted([*results[name]["runs"], run], key=lambda r: r["seed"])
         minutes = run["wall_minutes"]
         print(f"[{name}] seed {run['seed']}: {run['eval']} ({minutes:.1f} min)", flush=True)
-        save(args, results)
+        save(args, results, owned)
     if not args.no_write and len(worlds) == 1:
         only = results[next(iter(results))]
         print(f"wrote {write(args, only['start'], only['runs'])}")
-    print(f"wrote {save(args, results)}")
+    print(f"wrote {save(args, results, owned)}")
     print(f"wrote {write_choice(args, results)}")
 
 

@@ -225,3 +225,27 @@ def test_a_count_below_one_is_refused_before_anything_runs(tmp_path, option):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 2 and f"{option} must be >= 1, got 0" in done.stderr
     assert not any(tmp_path.iterdir())
+
+
+def test_a_resumed_save_keeps_what_another_study_of_the_tag_saved_since(tmp_path):
+    # two studies of one tag, each running its own world: each save takes the other's worlds
+    # from the file as it is now, not as it was when this study started
+    script = _script()
+    args = script.parse_args(["--seeds", "0", "--tag", "t", "--resume", "--out", str(tmp_path)])
+    path = script.json_path(args)
+
+    def file_with(runs):
+        head = {"tag": "t", "overrides": [], "rl_overrides": []}
+        path.write_text(json.dumps({**head, "worlds": {"a": {"start": {}, "runs": runs}}}))
+
+    file_with([])
+    results = script.resumed(args)  # read at this study's start: world a, no seeds yet
+    file_with([{"seed": 0}])  # the other study saved a seed of world a since
+    results["b"] = {"start": {}, "runs": [{"seed": 1}]}
+    script.save(args, results, owned=frozenset({"b"}))
+    worlds = json.loads(path.read_text())["worlds"]
+    assert worlds["a"]["runs"] == [{"seed": 0}] and worlds["b"]["runs"] == [{"seed": 1}]
+    # without --resume the file is this study's alone, as before
+    fresh = script.parse_args(["--seeds", "0", "--tag", "t", "--out", str(tmp_path)])
+    script.save(fresh, {"b": results["b"]}, owned=frozenset({"b"}))
+    assert list(json.loads(path.read_text())["worlds"]) == ["b"]
