@@ -20,6 +20,11 @@ class OptimConfig:
         scheduler: constant or cosine (after warmup). weight_decay: AdamW decay.
         max_steps: optimizer steps. max_grad_norm: clipping threshold (0 = off).
         seed: initialisation seed (identical on every rank).
+        bf16: run the update's forward passes (policy, reference, scoring) under bfloat16
+            autocast (mixed precision, Micikevicius et al. 2018, arXiv 1710.03740; TRL's
+            ``bf16=True``): weights, LoRA parameters, optimizer, log-probs and the loss stay
+            float32. Faster only where the hardware has bf16 matrix units; sampling has its own
+            switch (``rollout.sample_dtype``). Off by default: not yet measured in a study.
     """
 
     lr: float = 1e-4
@@ -29,9 +34,11 @@ class OptimConfig:
     max_steps: int = 30
     max_grad_norm: float = 1.0
     seed: int = 0
+    bf16: bool = False
 
     def __post_init__(self):
         check(self.lr > 0 and math.isfinite(self.lr), "optim.lr", "must be a positive number")
         check(self.scheduler in ("constant", "cosine"), "optim.scheduler", "use constant or cosine")
         check(self.max_steps >= 1, "optim.max_steps", "must be >= 1")
         check(self.max_grad_norm >= 0, "optim.max_grad_norm", "must be >= 0 (0 disables)")
+        check(isinstance(self.bf16, bool), "optim.bf16", "must be true or false")

@@ -97,6 +97,7 @@ class Trainer:
             temperature=cfg.rollout.temperature,
             max_grad_norm=cfg.optim.max_grad_norm,
             world_size=self.world,
+            bf16=cfg.optim.bf16,
         )
         self.state = initial_state(cfg)  # what changes between steps (loop.state)
         self._setup(environment, model, tokenizer, executor, resume, overwrite)

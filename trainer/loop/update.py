@@ -81,6 +81,8 @@ class UpdateSettings:
         max_grad_norm: clipping threshold (0 = off). world_size: number of processes.
         reference_values: the KL reference's adapter (``algorithm.reference: start``: the
             start's values of the trainable parameters, by name); None: the base weights.
+        bf16: the forward passes run under bfloat16 autocast (``optim.bf16``); log-probs,
+            loss and gradients' accumulation stay float32.
     """
 
     loss: LossConfig
@@ -90,6 +92,7 @@ class UpdateSettings:
     max_grad_norm: float = 1.0
     world_size: int = 1
     reference_values: dict | None = None
+    bf16: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,11 +135,18 @@ def _batch_prefix(model, rollout: Rollout, settings: UpdateSettings):
     return prompt_prefix(model, rollout.prompt_ids)
 
 
+def _autocast(model, settings: UpdateSettings) -> torch.autocast:
+    """Mixed precision for the forward passes (``optim.bf16``); a no-op context when off.
+    The backward runs outside it, as PyTorch's AMP recipe has it."""
+    device = next(model.parameters()).device.type
+    return torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=settings.bf16)
+
+
 def _score_groups(model, rollout: Rollout, settings: UpdateSettings, reference: bool = False):
     """(logp_NT, entropy_NT) of every row without gradients (old / reference / selection)."""
     logp, entropy = [], []
     ctx = _reference(model, settings) if reference else contextlib.nullcontext()
-    with torch.no_grad(), ctx:
+    with torch.no_grad(), ctx, _autocast(model, settings):
         prefix = _batch_prefix(model, rollout, settings)
         for g, prompt in enumerate(rollout.prompt_ids):
             rows = _rows(rollout, g)
@@ -191,14 +201,16 @@ def _backward_groups(model, batch, settings, stats, old_NT, ref_NT) -> dict:
         return sums
     r, cfg = batch.rollout, settings.loss
     device = next(model.parameters()).device
-    prefix = _batch_prefix(model, r, settings)  # its gradient is sent back after the last group
+    with _autocast(model, settings):  # its gradient is sent back after the last group
+        prefix = _batch_prefix(model, r, settings)
     for g, prompt in enumerate(r.prompt_ids):
         rows = _rows(r, g)
         mask_KT = r.mask_NT[rows].to(device)
-        logp_KT, entropy_KT = group_logprobs(
-            model, prompt, r.completion_ids_NT[rows], mask_KT, settings.logprob_mode,
-            settings.temperature, _allowed(model, r, rows), prefix,
-        )  # fmt: skip
+        with _autocast(model, settings):
+            logp_KT, entropy_KT = group_logprobs(
+                model, prompt, r.completion_ids_NT[rows], mask_KT, settings.logprob_mode,
+                settings.temperature, _allowed(model, r, rows), prefix,
+            )  # fmt: skip
         adv_K = batch.adv_N[rows].to(device)
         old_KT = old_NT[rows].to(device) if old_NT is not None else logp_KT.detach()
         _add_gap_sums(sums["gap"], old_KT, r.sampler_logp_NT, rows, mask_KT)

@@ -1,0 +1,75 @@
+"""``optim.bf16``: the update's forward passes under bfloat16 autocast. The LoRA gradient is the
+float32 one up to bf16 rounding (close, yet not equal: the autocast is on), log-probs stay
+float32, and the switch reaches the trainer's update from the config."""
+
+import json
+
+import pytest
+import torch
+from test_rollout import PROBLEMS, lora_model
+
+from flowgrpo.configuration import ConfigError
+from flowgrpo.operators.backends.scripted import ScriptedBackend
+from flowgrpo.trainer.algorithms.losses import LossConfig
+from flowgrpo.trainer.config import load_config
+from flowgrpo.trainer.loop.rollout import generate_rollout
+from flowgrpo.trainer.loop.trainer import Trainer
+from flowgrpo.trainer.loop.update import (
+    UpdateBatch,
+    UpdateSettings,
+    _score_groups,
+    accumulate_gradients,
+)
+
+
+def _lora_grad(model, rollout, adv_N, mode: str, bf16: bool) -> torch.Tensor:
+    loss = LossConfig(max_new_tokens=8)
+    settings = UpdateSettings(loss, logprob_mode=mode, temperature=1.0, bf16=bf16)
+    accumulate_gradients(model, UpdateBatch(rollout, adv_N), settings)
+    grad = torch.cat([p.grad.flatten() for p in model.parameters() if p.requires_grad])
+    model.zero_grad(set_to_none=True)
+    return grad
+
+
+@pytest.mark.parametrize("mode", ["shared_prompt", "full"])
+def test_the_bf16_gradient_is_the_float32_one_up_to_rounding(mode):
+    model, tok = lora_model()
+    torch.manual_seed(0)
+    rollout = generate_rollout(model, tok, PROBLEMS, 4, 1.0, 1.0, 8)
+    adv_N = torch.tensor([1.0, -0.5, 0.2, -0.7, 0.9, -1.1, 0.4, -0.2])
+    plain = _lora_grad(model, rollout, adv_N, mode, bf16=False)
+    mixed = _lora_grad(model, rollout, adv_N, mode, bf16=True)
+    gap = float((plain - mixed).norm() / plain.norm())
+    assert plain.norm() > 0 and mixed.dtype == torch.float32
+    assert 1e-6 < gap < 0.05, gap  # rounded (the autocast is on), yet the same direction
+    cosine = torch.nn.functional.cosine_similarity(plain, mixed, dim=0)
+    assert float(cosine) > 0.999
+
+
+def test_scored_log_probs_stay_float32_and_near_the_float32_ones():
+    model, tok = lora_model()
+    torch.manual_seed(0)
+    rollout = generate_rollout(model, tok, PROBLEMS, 2, 1.0, 1.0, 6)
+    plain, _ = _score_groups(model, rollout, UpdateSettings(LossConfig()))
+    mixed, _ = _score_groups(model, rollout, UpdateSettings(LossConfig(), bf16=True))
+    m = rollout.mask_NT.bool()
+    assert mixed.dtype == torch.float32
+    diff = (plain - mixed).abs()[m]
+    assert 0 < float(diff.max()) < 0.2
+
+
+def test_the_config_switch_reaches_the_update(tmp_path):
+    out = tmp_path / "run"
+    sets = (f"logging.output_dir={out}", "optim.max_steps=1", "optim.bf16=true")
+    trainer = Trainer(
+        load_config("configs/tiny.yaml", sets), executor=ScriptedBackend(lambda r: "5")
+    )
+    assert trainer.update_settings.bf16 is True
+    trainer.train()
+    line = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    assert line["step"] == 1
+
+
+def test_a_bf16_that_is_not_a_bool_names_the_field():
+    with pytest.raises(ConfigError, match=r"optim\.bf16"):
+        load_config("configs/tiny.yaml", ("optim.bf16=maybe",))
