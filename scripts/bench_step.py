@@ -10,7 +10,7 @@ times; the first step of each run is warm-up and not counted.
     python scripts/bench_step.py --impl pair --steps 6 --repeats 2   # without TRL's checkpointing
     python scripts/bench_step.py --impl ours --steps 6         # one side only
     python scripts/bench_step.py --impl grammar --steps 6 --repeats 3   # the mask's cost
-    python scripts/bench_step.py --impl bf16 --steps 6 --repeats 2   # ours, ours_bf16, trl
+    python scripts/bench_step.py --impl bf16 --steps 6 --repeats 2   # + ours_bf16, ours_mixed
     python scripts/bench_step.py --model random:qwen2.5-1.5b --device cuda --dtype bfloat16
 
 ``--model``/``--device``/``--dtype`` run the same setting on another model (a ``random:<shape>``
@@ -21,7 +21,8 @@ allocated memory of each side is reported too (``scripts/gpu_check.py`` runs it 
 unconstrained, alternating): besides the step time it times, inside the run, what the mask adds
 (the matchers' set-up, every ``GrammarMask`` call during sampling, and the mask unpacking of the
 update), as a share of the step. ``ours_bf16`` is flowgrpo sampling on bf16 copies of the merged
-weights (``rollout.sample_dtype=bfloat16``; the update in float32).
+weights (``rollout.sample_dtype=bfloat16``; the update in float32); ``ours_mixed`` also runs the
+update's forward passes under bf16 autocast (``optim.bf16=true``).
 
 TRL is an optional benchmark dependency only (not a flowgrpo requirement).
 """
@@ -202,13 +203,19 @@ def run_trl(steps: int, out: Path, checkpointing: bool, where: dict = CPU_DEFAUL
     }
 
 
+CHILDREN = ["ours", "ours_bf16", "ours_mixed", "trl", "trl_gc", "grammar"]
+
+
 def _child(impl: str, steps: int, where: dict = CPU_DEFAULT) -> None:
     import torch
 
     with tempfile.TemporaryDirectory() as tmp:
-        if impl in ("ours", "grammar", "ours_bf16"):
+        if impl in ("ours", "grammar", "ours_bf16", "ours_mixed"):
             constrained = "grammar" if impl == "grammar" else "off"
-            extra = ("rollout.sample_dtype=bfloat16",) if impl == "ours_bf16" else ()
+            extra = {
+                "ours_bf16": ("rollout.sample_dtype=bfloat16",),
+                "ours_mixed": ("rollout.sample_dtype=bfloat16", "optim.bf16=true"),
+            }.get(impl, ())
             result = run_ours(steps, Path(tmp), constrained, where, extra)
         else:
             result = run_trl(steps, Path(tmp), impl == "trl_gc", where)
@@ -229,10 +236,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument(
         "--impl",
-        choices=["ours", "ours_bf16", "trl", "trl_gc", "grammar", "pair", "bf16", "all"],
+        choices=[*CHILDREN, "pair", "bf16", "all"],
         default="all",
     )
-    parser.add_argument("--child", choices=["ours", "ours_bf16", "trl", "trl_gc", "grammar"])
+    parser.add_argument("--child", choices=CHILDREN)
     for key, value in CPU_DEFAULT.items():
         parser.add_argument(f"--{key}", default=value)
     args = parser.parse_args()
@@ -244,7 +251,7 @@ def main() -> None:
         "all": ["ours", "trl", "trl_gc"],
         "pair": ["ours", "trl"],
         "grammar": ["ours", "grammar"],
-        "bf16": ["ours", "ours_bf16", "trl"],
+        "bf16": ["ours", "ours_bf16", "ours_mixed", "trl"],
     }
     impls = groups.get(args.impl, [args.impl])
     results: dict[str, list[dict]] = {i: [] for i in impls}
@@ -260,11 +267,11 @@ def main() -> None:
         times = [t for r in runs for t in r["step_times"][1:]]
         summary[impl] = statistics.median(times)
         print(
-            f"{impl:8s} median step {summary[impl]:6.2f} s  peak RSS "
+            f"{impl:10s} median step {summary[impl]:6.2f} s  peak RSS "
             f"{max(r['peak_rss_gb'] for r in runs):.2f} GB  mean completion length "
             f"{statistics.mean(r['mean_length'] for r in runs):.1f}"
         )
-    for ours in ("ours", "ours_bf16"):
+    for ours in ("ours", "ours_bf16", "ours_mixed"):
         for base in ("trl", "trl_gc"):
             if ours in summary and base in summary:
                 print(f"{ours} / {base} = {summary[ours] / summary[base]:.2f}")
