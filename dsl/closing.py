@@ -165,13 +165,15 @@ def scan_prefix(prefix: str, domain: str = "math",
     return PrefixScan(prefix, names, tuple(frames), state) if i == len(prefix) else None
 
 
-def _goes_on_from(start: PrefixScan | None, text: str, names: frozenset[str]) -> bool:
-    """``text`` is ``start.text`` and more, cut between two lexemes: not inside a name or a
-    number ("Custom" of "CustomCodeGenerate"); a scan ends only after a whole separator."""
+def _resume_from(start: PrefixScan | None, text: str, names: frozenset[str]) -> _Scan | None:
+    """``start`` as a scan to go on from when ``text`` is ``start.text`` and more, cut between
+    two lexemes (not inside a name or a number: "Custom" of "CustomCodeGenerate"; a scan ends
+    only after a whole separator) and scanned with the same operators; else None."""
     if start is None or start.names != names or not text.startswith(start.text):
-        return False
+        return None
     n = len(start.text)
-    return n == 0 or n == len(text) or not (text[n - 1] + text[n]).replace("_", "a").isalnum()
+    between = n == 0 or n == len(text) or not (text[n - 1] + text[n]).replace("_", "a").isalnum()
+    return (list(start.frames), start.state, n) if between else None
 
 
 def _close(frames: list[_Frame], state: str, generator: str) -> str:
@@ -225,8 +227,7 @@ def shortest_closing(
     generator = min(generators, key=measure, default=None)  # the first of the shortest
     if generator is None:
         return None
-    resume = None if start is None else (list(start.frames), start.state, len(start.text))
-    scanned = _scan(prefix, names, resume if _goes_on_from(start, prefix, names) else None)
+    scanned = _scan(prefix, names, _resume_from(start, prefix, names))
     i = scanned[2]
     cuts = [""] if i == len(prefix) else _completions(prefix[i:], scanned[1], names)
     candidates = []  # (closing text, the scan of prefix + its cut lexeme to go on from)

@@ -61,7 +61,7 @@ def completion_backward(
     al. 2018, arXiv 1710.03740; TRL's ``bf16=True``): matrix products in bf16, the weights, the
     LoRA parameters, their gradients and the loss's softmax in float32; the backward passes run
     outside the autocast region, as PyTorch's AMP recipe has it."""
-    cast = _autocast(model, bf16)
+    cast = bf16_autocast(model, bf16)
     with cast:
         prefix = _prefix(model, batch) if share_prefix else None
     start, total, value = 0 if prefix is None else prefix.length, _tokens(batch), 0.0
@@ -87,7 +87,9 @@ def micro_batches(batch: Sequence[Pair], size: int, start: int = 0) -> list[list
     return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
-def _autocast(model, bf16: bool) -> torch.autocast:
+def bf16_autocast(model, bf16: bool) -> torch.autocast:
+    """bfloat16 autocast on ``model``'s device for forward passes (a no-op context when
+    ``bf16`` is off); the backward runs outside it, as PyTorch's AMP recipe has it."""
     device = next(model.parameters()).device.type
     return torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=bf16)
 

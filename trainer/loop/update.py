@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from flowgrpo.trainer.algorithms.completion_loss import bf16_autocast
 from flowgrpo.trainer.algorithms.logprobs import group_logprobs, prompt_prefix
 from flowgrpo.trainer.algorithms.losses import POLICY_LOSSES, LossConfig
 from flowgrpo.trainer.algorithms.objective import (
@@ -135,18 +136,11 @@ def _batch_prefix(model, rollout: Rollout, settings: UpdateSettings):
     return prompt_prefix(model, rollout.prompt_ids)
 
 
-def _autocast(model, settings: UpdateSettings) -> torch.autocast:
-    """Mixed precision for the forward passes (``optim.bf16``); a no-op context when off.
-    The backward runs outside it, as PyTorch's AMP recipe has it."""
-    device = next(model.parameters()).device.type
-    return torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=settings.bf16)
-
-
 def _score_groups(model, rollout: Rollout, settings: UpdateSettings, reference: bool = False):
     """(logp_NT, entropy_NT) of every row without gradients (old / reference / selection)."""
     logp, entropy = [], []
     ctx = _reference(model, settings) if reference else contextlib.nullcontext()
-    with torch.no_grad(), ctx, _autocast(model, settings):
+    with torch.no_grad(), ctx, bf16_autocast(model, settings.bf16):
         prefix = _batch_prefix(model, rollout, settings)
         for g, prompt in enumerate(rollout.prompt_ids):
             rows = _rows(rollout, g)
@@ -201,12 +195,12 @@ def _backward_groups(model, batch, settings, stats, old_NT, ref_NT) -> dict:
         return sums
     r, cfg = batch.rollout, settings.loss
     device = next(model.parameters()).device
-    with _autocast(model, settings):  # its gradient is sent back after the last group
+    with bf16_autocast(model, settings.bf16):  # its gradient is sent back after the last group
         prefix = _batch_prefix(model, r, settings)
     for g, prompt in enumerate(r.prompt_ids):
         rows = _rows(r, g)
         mask_KT = r.mask_NT[rows].to(device)
-        with _autocast(model, settings):
+        with bf16_autocast(model, settings.bf16):
             logp_KT, entropy_KT = group_logprobs(
                 model, prompt, r.completion_ids_NT[rows], mask_KT, settings.logprob_mode,
                 settings.temperature, _allowed(model, r, rows), prefix,
