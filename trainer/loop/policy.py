@@ -104,6 +104,49 @@ def parameters_as(model, dtype: torch.dtype | None) -> Iterator[None]:
         yield
 
 
+def frozen_linear_weights(model, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """``dtype`` copies of the frozen weights and biases of every ``nn.Linear``, by parameter name
+    (for :func:`parameters_from`); those already in ``dtype`` are left out.
+
+    For the update under bf16 autocast (``optim.bf16``): autocast casts a weight at every
+    forward unless it is a leaf that requires grad, so the frozen base would be cast again at
+    every layer of every micro-batch; cast once, the matrix products read half the bytes
+    (docs/BENCHMARKS.md). Embeddings and norms are not Linear and stay in their dtype, so the
+    residual stream keeps its precision; a head tied to the embedding is not listed (its
+    parameter is the embedding's) and stays cast by autocast.
+    """
+    linear = {
+        f"{name}.{leaf}"
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear)
+        for leaf in ("weight", "bias")
+    }
+    with torch.no_grad():
+        return {
+            n: p.data.to(dtype)
+            for n, p in model.named_parameters()
+            if n in linear and not p.requires_grad and p.dtype != dtype
+        }
+
+
+@contextlib.contextmanager
+def attention_as(model, implementation: str | None) -> Iterator[None]:
+    """Run the block with the model's attention implementation set to ``implementation``
+    (transformers' ``set_attn_implementation``: ``eager``, ``sdpa``, ...), then set back; None,
+    or a model without the setter, changes nothing."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    before = getattr(base.config, "_attn_implementation", None)
+    setter = getattr(base, "set_attn_implementation", None)
+    if implementation is None or setter is None or before in (None, implementation):
+        yield
+        return
+    setter(implementation)
+    try:
+        yield
+    finally:
+        setter(before)
+
+
 def trainable_values(model) -> dict[str, torch.Tensor]:
     """A detached copy of every trainable parameter (the adapter), by name."""
     return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}

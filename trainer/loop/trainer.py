@@ -27,7 +27,7 @@ from flowgrpo.trainer.loop.checkpoint import latest_checkpoint, load_checkpoint,
 from flowgrpo.trainer.loop.environment import RunEnvironment, build_environment
 from flowgrpo.trainer.loop.interrupt import RunAbandoned, StopOnSignal
 from flowgrpo.trainer.loop.metric_hooks import rollout_hook_metrics
-from flowgrpo.trainer.loop.policy import trainable_values
+from flowgrpo.trainer.loop.policy import frozen_linear_weights, trainable_values
 from flowgrpo.trainer.loop.rollout import ProblemSampler
 from flowgrpo.trainer.loop.state import (
     StepState,
@@ -114,6 +114,9 @@ class Trainer:
             self.update_settings = replace(
                 self.update_settings, reference_values=trainable_values(self.model)
             )
+        if cfg.optim.bf16:  # the base never changes: its bf16 copies are made once
+            weights = frozen_linear_weights(self.model, torch.bfloat16)
+            self.update_settings = replace(self.update_settings, bf16_weights=weights)
         self.optimizer, self.scheduler = setup.optimizer(cfg, self.model)
         # plugins, registry names, operator table, prompt, problems: once, by the front end
         # (check_run) or here; the executor once the policy is loaded (shared runs on it)

@@ -39,7 +39,12 @@ from flowgrpo.trainer.algorithms.objective import (
     train_mask,
 )
 from flowgrpo.trainer.loop.constrain import unpack_allowed
-from flowgrpo.trainer.loop.policy import adapter_disabled, parameters_from
+from flowgrpo.trainer.loop.policy import (
+    adapter_disabled,
+    attention_as,
+    frozen_linear_weights,
+    parameters_from,
+)
 from flowgrpo.trainer.loop.rollout import Rollout
 
 logger = logging.getLogger(__name__)
@@ -84,6 +89,8 @@ class UpdateSettings:
             start's values of the trainable parameters, by name); None: the base weights.
         bf16: the forward passes run under bfloat16 autocast (``optim.bf16``); log-probs,
             loss and gradients' accumulation stay float32.
+        bf16_weights: bf16 copies of the frozen Linear weights (``policy.frozen_linear_weights``,
+            made once by the trainer: the base never changes); None: cast at each update.
     """
 
     loss: LossConfig
@@ -94,6 +101,7 @@ class UpdateSettings:
     world_size: int = 1
     reference_values: dict | None = None
     bf16: bool = False
+    bf16_weights: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,23 @@ def _allowed(model, rollout: Rollout, rows: slice):
     return unpack_allowed(rollout.allowed_bits_NTW[rows], model.config.vocab_size)
 
 
+@contextlib.contextmanager
+def _bf16_weights(model, settings: UpdateSettings):
+    """``optim.bf16``: forward and backward on bf16 copies of the frozen Linear weights (so
+    autocast does not cast them at every layer) and, on a CPU, with eager attention: there the
+    fused attention's bf16 backward took 2.6x its float32 time, eager's bf16 matrix products
+    less (one-off profile, docs/BENCHMARKS.md). A no-op with ``bf16`` off."""
+    if not settings.bf16:
+        yield
+        return
+    weights = settings.bf16_weights
+    if weights is None:
+        weights = frozen_linear_weights(model, torch.bfloat16)
+    on_cpu = next(model.parameters()).device.type == "cpu"
+    with parameters_from(model, weights), attention_as(model, "eager" if on_cpu else None):
+        yield
+
+
 def _batch_prefix(model, rollout: Rollout, settings: UpdateSettings):
     """The prompts' shared prefix, run once for every group (``shared_prompt`` mode only)."""
     if settings.logprob_mode != "shared_prompt":
@@ -140,7 +165,7 @@ def _score_groups(model, rollout: Rollout, settings: UpdateSettings, reference: 
     """(logp_NT, entropy_NT) of every row without gradients (old / reference / selection)."""
     logp, entropy = [], []
     ctx = _reference(model, settings) if reference else contextlib.nullcontext()
-    with torch.no_grad(), ctx, bf16_autocast(model, settings.bf16):
+    with torch.no_grad(), ctx, _bf16_weights(model, settings), bf16_autocast(model, settings.bf16):
         prefix = _batch_prefix(model, rollout, settings)
         for g, prompt in enumerate(rollout.prompt_ids):
             rows = _rows(rollout, g)
@@ -304,8 +329,9 @@ def accumulate_gradients(
     step, no all-reduce): the gradient equals that of the whole-batch loss. Returns metrics."""
     for p in model.parameters():
         p.grad = None
-    stats = _step_stats(model, batch, settings, old_NT)
-    sums = _backward_groups(model, batch, settings, stats, old_NT, ref_NT)
+    with _bf16_weights(model, settings):
+        stats = _step_stats(model, batch, settings, old_NT)
+        sums = _backward_groups(model, batch, settings, stats, old_NT, ref_NT)
     return _global_metrics(sums, stats, settings)
 
 
