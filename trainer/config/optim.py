@@ -22,9 +22,11 @@ class OptimConfig:
         seed: initialisation seed (identical on every rank).
         bf16: run the update's forward passes (policy, reference, scoring) under bfloat16
             autocast (mixed precision, Micikevicius et al. 2018, arXiv 1710.03740; TRL's
-            ``bf16=True``): weights, LoRA parameters, optimizer, log-probs and the loss stay
-            float32. Faster only where the hardware has bf16 matrix units; sampling has its own
-            switch (``rollout.sample_dtype``). Off by default: not yet measured in a study.
+            ``bf16=True``) on bf16 copies of the frozen Linear weights, made once (on a CPU
+            with eager attention): the model's weights, LoRA parameters, optimizer, log-probs
+            and the loss stay float32. Faster only where the hardware has bf16 matrix units;
+            sampling has its own switch (``rollout.sample_dtype``). Off by default: not yet
+            measured in a study.
     """
 
     lr: float = 1e-4
