@@ -12,8 +12,8 @@ from flowgrpo.configuration import ConfigError
 from flowgrpo.operators.backends.scripted import ScriptedBackend
 from flowgrpo.trainer.algorithms.losses import LossConfig
 from flowgrpo.trainer.config import load_config
-from flowgrpo.trainer.loop.rollout import generate_rollout
 from flowgrpo.trainer.loop.policy import attention_as, frozen_linear_weights
+from flowgrpo.trainer.loop.rollout import generate_rollout
 from flowgrpo.trainer.loop.trainer import Trainer
 from flowgrpo.trainer.loop.update import (
     UpdateBatch,
