@@ -135,7 +135,7 @@ def attention_as(model, implementation: str | None) -> Iterator[None]:
     (transformers' ``set_attn_implementation``: ``eager``, ``sdpa``, ...), then set back; None,
     or a model without the setter, changes nothing."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    before = getattr(base.config, "_attn_implementation", None)
+    before = getattr(getattr(base, "config", None), "_attn_implementation", None)
     setter = getattr(base, "set_attn_implementation", None)
     if implementation is None or setter is None or before in (None, implementation):
         yield

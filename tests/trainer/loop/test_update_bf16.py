@@ -129,3 +129,9 @@ def test_copies_made_once_give_the_gradient_of_copies_made_at_the_update():
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.requires_grad]))
         model.zero_grad(set_to_none=True)
     assert grads[0].norm() > 0 and torch.equal(grads[0], grads[1])
+
+
+def test_attention_as_leaves_a_module_without_the_setter_alone():
+    module = torch.nn.Linear(2, 2)  # no config, no set_attn_implementation
+    with attention_as(module, "eager"):
+        assert not hasattr(module, "config")
