@@ -25,8 +25,8 @@ class OptimConfig:
             ``bf16=True``) on bf16 copies of the frozen Linear weights, made once (on a CPU
             with eager attention): the model's weights, LoRA parameters, optimizer, log-probs
             and the loss stay float32. Faster only where the hardware has bf16 matrix units;
-            sampling has its own switch (``rollout.sample_dtype``). Off by default: not yet
-            measured in a study.
+            sampling has its own switch (``rollout.sample_dtype``). Off by default: measured
+            in two worlds of the study only (research/RECORD.md).
     """
 
     lr: float = 1e-4
