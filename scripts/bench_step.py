@@ -203,20 +203,23 @@ def run_trl(steps: int, out: Path, checkpointing: bool, where: dict = CPU_DEFAUL
     }
 
 
-CHILDREN = ["ours", "ours_bf16", "ours_mixed", "trl", "trl_gc", "grammar"]
+#: flowgrpo's arms and the config overrides each adds to the shared setting.
+OURS = {
+    "ours": (),
+    "grammar": (),
+    "ours_bf16": ("rollout.sample_dtype=bfloat16",),
+    "ours_mixed": ("rollout.sample_dtype=bfloat16", "optim.bf16=true"),
+}
+CHILDREN = [*OURS, "trl", "trl_gc"]
 
 
 def _child(impl: str, steps: int, where: dict = CPU_DEFAULT) -> None:
     import torch
 
     with tempfile.TemporaryDirectory() as tmp:
-        if impl in ("ours", "grammar", "ours_bf16", "ours_mixed"):
+        if impl in OURS:
             constrained = "grammar" if impl == "grammar" else "off"
-            extra = {
-                "ours_bf16": ("rollout.sample_dtype=bfloat16",),
-                "ours_mixed": ("rollout.sample_dtype=bfloat16", "optim.bf16=true"),
-            }.get(impl, ())
-            result = run_ours(steps, Path(tmp), constrained, where, extra)
+            result = run_ours(steps, Path(tmp), constrained, where, OURS[impl])
         else:
             result = run_trl(steps, Path(tmp), impl == "trl_gc", where)
     if torch.cuda.is_available():

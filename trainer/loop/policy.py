@@ -94,14 +94,19 @@ def parameters_as(model, dtype: torch.dtype | None) -> Iterator[None]:
     Framework Secretly Brings You Off-Policy RL Training"; no importance correction here).
     """
 
-    with torch.no_grad():
-        cast = {
-            n: p.data.to(dtype)
-            for n, p in model.named_parameters()
-            if dtype is not None and p.dtype != dtype
-        }
+    cast = {} if dtype is None else cast_copies(model, dtype)
     with parameters_from(model, cast):  # the same swap, and the same bit-exact restore
         yield
+
+
+def cast_copies(model, dtype: torch.dtype, names: set[str] | None = None) -> dict:
+    """``dtype`` copies of the named parameters (None: all) not already in ``dtype``, by name."""
+    with torch.no_grad():
+        return {
+            n: p.data.to(dtype)
+            for n, p in model.named_parameters()
+            if (names is None or n in names) and p.dtype != dtype
+        }
 
 
 def frozen_linear_weights(model, dtype: torch.dtype) -> dict[str, torch.Tensor]:
@@ -115,18 +120,14 @@ def frozen_linear_weights(model, dtype: torch.dtype) -> dict[str, torch.Tensor]:
     residual stream keeps its precision; a head tied to the embedding is not listed (its
     parameter is the embedding's) and stays cast by autocast.
     """
-    linear = {
+    frozen_linear = {
         f"{name}.{leaf}"
         for name, module in model.named_modules()
         if isinstance(module, torch.nn.Linear)
         for leaf in ("weight", "bias")
+        if getattr(module, leaf) is not None and not getattr(module, leaf).requires_grad
     }
-    with torch.no_grad():
-        return {
-            n: p.data.to(dtype)
-            for n, p in model.named_parameters()
-            if n in linear and not p.requires_grad and p.dtype != dtype
-        }
+    return cast_copies(model, dtype, frozen_linear)
 
 
 @contextlib.contextmanager

@@ -138,7 +138,7 @@ def _allowed(model, rollout: Rollout, rows: slice):
 
 
 @contextlib.contextmanager
-def _bf16_weights(model, settings: UpdateSettings):
+def _bf16_mode(model, settings: UpdateSettings):
     """``optim.bf16``: forward and backward on bf16 copies of the frozen Linear weights (so
     autocast does not cast them at every layer) and, on a CPU, with eager attention: there the
     fused attention's bf16 backward took 2.6x its float32 time, eager's bf16 matrix products
@@ -165,7 +165,7 @@ def _score_groups(model, rollout: Rollout, settings: UpdateSettings, reference: 
     """(logp_NT, entropy_NT) of every row without gradients (old / reference / selection)."""
     logp, entropy = [], []
     ctx = _reference(model, settings) if reference else contextlib.nullcontext()
-    with torch.no_grad(), ctx, _bf16_weights(model, settings), bf16_autocast(model, settings.bf16):
+    with torch.no_grad(), ctx, _bf16_mode(model, settings), bf16_autocast(model, settings.bf16):
         prefix = _batch_prefix(model, rollout, settings)
         for g, prompt in enumerate(rollout.prompt_ids):
             rows = _rows(rollout, g)
@@ -329,7 +329,7 @@ def accumulate_gradients(
     step, no all-reduce): the gradient equals that of the whole-batch loss. Returns metrics."""
     for p in model.parameters():
         p.grad = None
-    with _bf16_weights(model, settings):
+    with _bf16_mode(model, settings):
         stats = _step_stats(model, batch, settings, old_NT)
         sums = _backward_groups(model, batch, settings, stats, old_NT, ref_NT)
     return _global_metrics(sums, stats, settings)
