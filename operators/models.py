@@ -193,6 +193,27 @@ def resolve_device(device: str) -> str:
     return device
 
 
+#: CPU features that run bf16 matrix products natively (x86: AVX512-BF16, AMX-BF16; ARM: BF16).
+BF16_CPU_FEATURES = ("avx512_bf16", "amx_bf16", "bf16")
+
+
+def bf16_emulated(device: str) -> bool:
+    """True where bf16 matrix products are emulated: a CPU with none of
+    :data:`BF16_CPU_FEATURES` (``torch.cpu.get_capabilities``). There a bf16 switch makes a
+    run slower, not faster: on an AVX2-only CPU a rollout of SmolLM2-135M on bf16 weights took
+    2.0x the time of float32 (docs/BENCHMARKS.md). False on a GPU, and where torch cannot tell
+    (before torch 2.8, which has no ``get_capabilities``)."""
+    if not str(device).startswith("cpu"):
+        return False
+    import torch  # heavy: torch, only asked when a bf16 switch is on
+
+    capabilities = getattr(torch.cpu, "get_capabilities", None)
+    if capabilities is None:
+        return False
+    found = capabilities()
+    return not any(found.get(name) for name in BF16_CPU_FEATURES)
+
+
 def with_pad_token(tokenizer):
     """``tokenizer`` with a pad token: its EOS token when it has none (batched generation and
     scoring pad with it; the mask keeps padding out of every sum). The one place this is done:

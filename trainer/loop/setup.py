@@ -15,7 +15,7 @@ from transformers import get_scheduler
 
 from flowgrpo.operators.cache import ExecutionCache
 from flowgrpo.operators.executor import build_executor, executor_limits
-from flowgrpo.operators.models import load_model, with_pad_token
+from flowgrpo.operators.models import bf16_emulated, load_model, with_pad_token
 from flowgrpo.trainer.loop.init_adapter import load_init_adapter
 from flowgrpo.trainer.loop.policy import wrap_lora
 from flowgrpo.trainer.loop.rundir import check_run_dir, finish_resume, start_run_dir
@@ -51,6 +51,22 @@ def policy(cfg, model=None, tokenizer=None, device=None):
     peft_model.train()
     torch.manual_seed(cfg.rollout.seed)
     return peft_model, tokenizer
+
+
+def warn_emulated_bf16(switches: dict[str, bool], device) -> list[str]:
+    """Log a warning naming each bf16 switch that is on (``switches``: field -> on) when
+    ``device`` has no bf16 matrix units (:func:`~flowgrpo.operators.models.bf16_emulated`):
+    the switch still works, at a cost instead of a saving. Returns the fields warned about."""
+    on = [field for field, value in switches.items() if value]
+    if on and bf16_emulated(str(device)):
+        logger.warning(
+            "%s: this CPU has no bf16 matrix instructions (AVX512-BF16, AMX or ARM BF16), so "
+            "bf16 is emulated and slower than float32 here (2.0x a rollout on an AVX2 CPU, "
+            "docs/BENCHMARKS.md); turn %s off on this machine",
+            ", ".join(on), "it" if len(on) == 1 else "them",
+        )  # fmt: skip
+        return on
+    return []
 
 
 def optimizer(cfg, model):

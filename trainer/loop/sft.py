@@ -209,6 +209,7 @@ def prepare_sft(cfg) -> SFTSetup:
                          split="validation")  # fmt: skip
     torch.manual_seed(cfg.sft.seed)
     model, tokenizer = setup.policy(cfg)  # a fresh LoRA adapter of the run's shape
+    setup.warn_emulated_bf16({"sft.bf16": cfg.sft.bf16}, next(model.parameters()).device)
     pairs = build_pairs(tokenizer, prompt, problems, workflows, cfg.rollout.max_new_tokens)
     if not pairs:
         raise ConfigError(f"sft.data: no workflow fits rollout.max_new_tokens="

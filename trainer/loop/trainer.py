@@ -114,6 +114,11 @@ class Trainer:
             self.update_settings = replace(
                 self.update_settings, reference_values=trainable_values(self.model)
             )
+        setup.warn_emulated_bf16(
+            {"rollout.sample_dtype=bfloat16": cfg.rollout.sample_dtype == "bfloat16",
+             "optim.bf16": cfg.optim.bf16},
+            self.accelerator.device,
+        )  # fmt: skip
         if cfg.optim.bf16:  # the base never changes: its bf16 copies are made once
             weights = frozen_linear_weights(self.model, torch.bfloat16)
             self.update_settings = replace(self.update_settings, bf16_weights=weights)
