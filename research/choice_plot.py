@@ -36,6 +36,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="world files outside --world-dir (drawn worlds)")  # fmt: skip
     p.add_argument("--budgets", type=int, nargs="*", default=[10_000, 30_000, 100_000, 300_000])
     p.add_argument("--search-seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--start-calls", type=int, default=None,
+                   help="the start's search calls, for studies whose JSON does not record its "
+                   "table (a start built by hand); a recorded table's calls win")  # fmt: skip
     p.add_argument("--config", default="configs/known-optimum.yaml")
     p.add_argument("--eval-n", type=int, default=40, help="held-out problems (as the study)")
     p.add_argument("--out", default="research/records")
@@ -54,15 +57,17 @@ def merged_worlds(paths) -> dict[str, dict]:
     return worlds
 
 
-def points(world: dict) -> dict:
-    """The figure's measured points and lines from a study's records of one world."""
+def points(world: dict, start_calls: int | None = None) -> dict:
+    """The figure's measured points and lines from a study's records of one world;
+    ``start_calls``: the start's search calls where the study did not record its table."""
     start = (world["start"] or {}).get("choice") or {}
     table = start.get("table") or {}
     runs = [r["eval"]["choice"] for _, r in sorted(world["runs"].items()) if "choice" in r["eval"]]
     if not runs:
         raise SystemExit("no run with a choice report (issue 40's study): nothing to plot")
-    start_calls = table.get("calls") or 0
+    start_calls = table.get("calls") or start_calls or 0
     return {
+        "start_calls": start_calls,
         "single": runs[0]["single_reward"],
         "oracle": runs[0]["oracle_reward"],
         "table": (table["calls"], table["reward"]) if table else None,
@@ -117,7 +122,7 @@ def plot(name: str, found: dict, curve: list[dict], out: Path) -> Path:
                    label="search at the RL run's calls")  # fmt: skip
     if found["table"]:
         ax.scatter(*found["table"], marker="s", color="tab:orange", label="per-label table as is")
-    what = "start's search + RL" if found["table"] else "RL only: the start's search not recorded"
+    what = "start's search + RL" if found["start_calls"] else "RL only: the start's calls unknown"
     ax.scatter(*zip(*found["policy"]), marker="o", color="tab:blue",
                label=f"trained policy ({what})")  # fmt: skip
     ax.set_xscale("log")
@@ -147,7 +152,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     curves = {}
     for name, world in sorted(merged_worlds(args.studies).items()):
-        found = points(world)
+        found = points(world, args.start_calls)
         curve = search_curve(args, world_file(args, name), args.budgets, args.search_seeds)
         curves[name] = {**found, "curve": curve}
         print(f"{name}: {plot(name, found, curve, Path(args.out) / 'figures')}")

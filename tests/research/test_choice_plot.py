@@ -48,6 +48,8 @@ def test_without_a_recorded_table_the_policy_is_at_its_rl_calls_only(tmp_path):
                                           table=False)])  # fmt: skip
     found = script.points(worlds["cheap"])
     assert found["policy"] == [(60_000, 0.83)] and found["table"] is None
+    given = script.points(worlds["cheap"], start_calls=1_000_000)  # --start-calls
+    assert given["policy"] == [(1_060_000, 0.83)]
 
 
 def test_a_study_without_choice_reports_is_refused(tmp_path):
