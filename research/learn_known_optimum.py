@@ -259,7 +259,22 @@ def train_and_eval(args, seed: int, base, world=None) -> dict:
         "wall_minutes": (time.perf_counter() - wall) / 60,
         "cpu_minutes": (time.process_time() - cpu) / 60,
         "torch_threads": torch.get_num_threads(),  # CPU minutes depend on it (--jobs)
+        "cpu": cpu_of(),  # and on the machine: bf16 pays only with bf16 units
     }
+
+
+def cpu_of() -> dict:
+    """The CPU a seed's minutes were measured on: its name and whether it multiplies bf16
+    natively (an AVX2-only CPU emulates it at about twice float32's time, docs/BENCHMARKS.md)."""
+    import platform
+
+    import torch
+
+    from flowgrpo.operators.models import bf16_emulated
+
+    found = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
+    name = found.get("cpu_name") or platform.processor() or platform.machine()
+    return {"name": name, "bf16_units": not bf16_emulated("cpu")}
 
 
 def scoring(cfg, args) -> tuple:

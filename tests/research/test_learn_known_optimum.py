@@ -35,6 +35,8 @@ def test_worlds_each_get_their_runs_start_and_mode(tmp_path):
     for name in data["worlds"]:
         assert (tmp_path / "runs" / "t" / name / "seed0" / "metrics.jsonl").exists()
         assert [r["torch_threads"] for r in data["worlds"][name]["runs"]] == [1]  # --threads
+        (cpu,) = [r["cpu"] for r in data["worlds"][name]["runs"]]  # where the minutes were read
+        assert cpu["name"] and isinstance(cpu["bf16_units"], bool)
     assert not (tmp_path / "known_optimum.md").exists()  # --no-write
 
 
