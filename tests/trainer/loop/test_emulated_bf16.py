@@ -72,3 +72,17 @@ def test_the_trainer_warns_about_both_rl_switches_on_such_a_cpu(tmp_path, monkey
         Trainer(load_config("configs/tiny.yaml", sets), executor=ScriptedBackend(lambda r: "5"))
     (message,) = [r.getMessage() for r in caplog.records if "bf16 is emulated" in r.getMessage()]
     assert "rollout.sample_dtype=bfloat16, optim.bf16" in message and "turn them off" in message
+
+
+def test_flowgrpo_sft_warns_about_sft_bf16_on_such_a_cpu(monkeypatch, caplog):
+    from flowgrpo.trainer.loop.sft import prepare_sft
+
+    _cpu(monkeypatch)
+    cfg = load_config(
+        "configs/tiny-known-optimum.yaml",
+        ("sft.bf16=true", "sft.examples=4", "rollout.max_new_tokens=120"),
+    )
+    with caplog.at_level(logging.WARNING, logger=setup.logger.name):
+        prepare_sft(cfg)
+    (message,) = [r.getMessage() for r in caplog.records if "bf16 is emulated" in r.getMessage()]
+    assert message.startswith("sft.bf16:")
