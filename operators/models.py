@@ -202,7 +202,7 @@ def bf16_emulated(device: str) -> bool:
     :data:`BF16_CPU_FEATURES` (``torch.cpu.get_capabilities``). There a bf16 switch makes a
     run slower, not faster: on an AVX2-only CPU a rollout of SmolLM2-135M on bf16 weights took
     2.0x the time of float32 (docs/BENCHMARKS.md). False on a GPU, and where torch cannot tell
-    (before torch 2.8, which has no ``get_capabilities``)."""
+    (a torch release without ``torch.cpu.get_capabilities``)."""
     if not str(device).startswith("cpu"):
         return False
     import torch  # heavy: torch, only asked when a bf16 switch is on
