@@ -197,6 +197,15 @@ def resolve_device(device: str) -> str:
 BF16_CPU_FEATURES = ("avx512_bf16", "amx_bf16", "bf16")
 
 
+def cpu_capabilities() -> dict:
+    """This CPU's features as torch reads them (``torch.cpu.get_capabilities``: ``cpu_name``,
+    ``avx2``, ``amx_bf16``, ...); empty where the torch release cannot tell."""
+    import torch  # heavy: torch, only asked when a bf16 switch is on or a study records its CPU
+
+    read = getattr(torch.cpu, "get_capabilities", None)
+    return dict(read()) if read is not None else {}
+
+
 def bf16_emulated(device: str) -> bool:
     """True where bf16 matrix products are emulated: a CPU with none of
     :data:`BF16_CPU_FEATURES` (``torch.cpu.get_capabilities``). There a bf16 switch makes a
@@ -205,13 +214,8 @@ def bf16_emulated(device: str) -> bool:
     (a torch release without ``torch.cpu.get_capabilities``)."""
     if not str(device).startswith("cpu"):
         return False
-    import torch  # heavy: torch, only asked when a bf16 switch is on
-
-    capabilities = getattr(torch.cpu, "get_capabilities", None)
-    if capabilities is None:
-        return False
-    found = capabilities()
-    return not any(found.get(name) for name in BF16_CPU_FEATURES)
+    found = cpu_capabilities()
+    return bool(found) and not any(found.get(name) for name in BF16_CPU_FEATURES)
 
 
 def with_pad_token(tokenizer):

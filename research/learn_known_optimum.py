@@ -268,12 +268,9 @@ def cpu_of() -> dict:
     natively (an AVX2-only CPU emulates it at about twice float32's time, docs/BENCHMARKS.md)."""
     import platform
 
-    import torch
+    from flowgrpo.operators.models import bf16_emulated, cpu_capabilities
 
-    from flowgrpo.operators.models import bf16_emulated
-
-    found = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
-    name = found.get("cpu_name") or platform.processor() or platform.machine()
+    name = cpu_capabilities().get("cpu_name") or platform.processor() or platform.machine()
     return {"name": name, "bf16_units": not bf16_emulated("cpu")}
 
 

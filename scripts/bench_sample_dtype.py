@@ -1,12 +1,12 @@
 """Benchmark: does ``rollout.sample_dtype: bfloat16`` pay on this machine? One rollout in the
 model's float32 against the same rollout on bf16 weights, alternated round by round.
 
-SmolLM2-135M-Instruct (the embedded default) with a fresh LoRA adapter of the run's shape (r16
-on q/k/v/o), ``--problems`` arithmetic problems x ``--k`` completions of ``--tokens`` new tokens
-at temperature 1 (the adapter is fresh, so the rows are prose and run their full length: the
-same work in both dtypes). Reports the median seconds of each, their ratio, and whether torch
-sees bf16 matrix units on this CPU (``torch.cpu.get_capabilities``): where it does not, bf16 is
-emulated and the ratio is above 1.
+SmolLM2-135M-Instruct (the embedded default) with a fresh LoRA adapter of the run's default
+shape (``lora``: r16 on q/k/v/o), ``--problems`` arithmetic problems x ``--k`` completions of
+``--tokens`` new tokens at temperature 1 (the adapter is fresh, so the rows are prose and run
+their full length: the same work in both dtypes). Reports the median seconds of each, their
+ratio, and whether torch sees bf16 matrix units on this CPU (``torch.cpu.get_capabilities``):
+where it does not, bf16 is emulated and the ratio is above 1.
 
     python scripts/bench_sample_dtype.py --threads 1 --rounds 3
 """
@@ -19,10 +19,11 @@ import statistics
 import time
 
 import torch
-from peft import LoraConfig, get_peft_model
 
-from flowgrpo.operators.models import bf16_emulated, load_model
+from flowgrpo.operators.models import bf16_emulated, cpu_capabilities, load_model
 from flowgrpo.operators.tasks import load_task
+from flowgrpo.trainer.config import LoraSettings
+from flowgrpo.trainer.loop.policy import wrap_lora
 from flowgrpo.trainer.loop.rollout import generate_rollout
 
 ARMS = {"float32": None, "bfloat16": torch.bfloat16}
@@ -30,8 +31,7 @@ ARMS = {"float32": None, "bfloat16": torch.bfloat16}
 
 def bench(problems: int, k: int, tokens: int, rounds: int) -> dict[str, list[float]]:
     model, tokenizer = load_model("default", dtype="float32", device="cpu")
-    lora = LoraConfig(r=16, lora_alpha=32, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
-    model = get_peft_model(model, lora)
+    model = wrap_lora(model, LoraSettings())  # the run's default adapter shape
     batch = load_task("arithmetic", n=problems)
     times: dict[str, list[float]] = {name: [] for name in ARMS}
     for round_ in range(rounds + 1):  # the first round warms both arms up
@@ -54,8 +54,7 @@ def main() -> None:
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    caps = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
-    cpu = f"{platform.machine()} {caps.get('cpu_name', '?')}"
+    cpu = f"{platform.machine()} {cpu_capabilities().get('cpu_name', '?')}"
     threads = torch.get_num_threads()
     print(f"machine: {cpu}, torch {torch.__version__}, {threads} thread(s); "
           f"bf16 emulated here: {bf16_emulated('cpu')}")  # fmt: skip
