@@ -10,6 +10,8 @@ workflow *unscorable* then, which is different from *wrong*.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -25,8 +27,9 @@ class Message:
 
 @dataclass(frozen=True)
 class RequestContext:
-    """Which operator call a request is. Only the SIMULATED executor
-    (:mod:`operators.backends.simulated`) reads it; model backends ignore it.
+    """Which operator call a request is. A sampling executor (``executor.temperature`` > 0)
+    seeds each request from it (:func:`request_seed`), so a run's draws are reproducible and
+    the repeats of one workflow draw afresh; the SIMULATED executor keys its draws on it.
 
     Attributes:
         op: the operator making the call.
@@ -119,6 +122,25 @@ class CountingLLM:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.llm, name)
+
+
+def request_seed(base: int, request: GenerationRequest) -> int:
+    """The seed of one sampled request: a stable hash (sha256) of ``base`` and the request's
+    context (problem id, operator, call index, repeat), in [0, 2**31) as servers accept.
+
+    Equal contexts give equal seeds in every process (no ``hash()`` salt), so a run repeated
+    with the same ``executor.seed`` draws the same answers; the repeats of one workflow and
+    identical prompts within one run (different ``call``) draw differently. A request without
+    a context is seeded from its messages.
+    """
+    ctx = request.context
+    if ctx is not None:
+        parts: list = [base, str(getattr(ctx.problem, "id", ctx.problem)), ctx.op]
+        parts += [ctx.call, ctx.repeat]
+    else:
+        parts = [base, [[m.role, m.content] for m in request.messages]]
+    digest = hashlib.sha256(json.dumps(parts).encode("utf-8")).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 def user(content: str, system: str | None = None) -> tuple[Message, ...]:

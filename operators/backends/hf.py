@@ -4,9 +4,13 @@ On the CPU default the executor *is* the policy's base model: when the model is 
 ``PeftModel`` the backend generates inside ``model.disable_adapter()``, so no second copy of the
 weights is loaded.
 
+Sampling (temperature > 0) is seeded per request (:func:`~flowgrpo.operators.llm.request_seed`
+of ``seed`` and the request's context) and drawn row by row
+(:mod:`flowgrpo.operators.seeded_sampling`): the same request answers the same whatever it is
+batched with, and torch's global generator is not touched.
+
 Not handled: thread safety (``generate`` changes ``tokenizer.padding_side`` and the model's
-train/eval mode for the duration of a call: run one call at a time), seeding of sampled
-generation (set torch's seed yourself when temperature > 0), stop strings other than EOS.
+train/eval mode for the duration of a call: run one call at a time), stop strings other than EOS.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from flowgrpo.operators.llm import GenerationRequest, GenerationResult, Message
+from flowgrpo.operators.llm import GenerationRequest, GenerationResult, Message, request_seed
 from flowgrpo.operators.models import load_model, model_name, with_pad_token
 
 logger = logging.getLogger(__name__)
@@ -44,6 +48,7 @@ class HFBackend:
         max_new_tokens: cap on generated tokens per request.
         batch_size: requests per ``generate`` call.
         temperature: default sampling temperature (0 = greedy).
+        seed: base of the per-request seeds of sampled requests (unused when greedy).
         disable_adapter: with a ``PeftModel``, generate with the adapter disabled (the base
             model). With ``False`` outputs follow the adapter's current weights, which
             ``settings_key`` cannot capture: do not cache results across updates then.
@@ -59,6 +64,7 @@ class HFBackend:
         temperature: float = 0.0,
         disable_adapter: bool = True,
         name: str | None = None,
+        seed: int = 0,
     ) -> None:
         if max_new_tokens < 1 or batch_size < 1:
             raise ValueError(
@@ -71,6 +77,7 @@ class HFBackend:
         self.max_new_tokens = int(max_new_tokens)
         self.batch_size = int(batch_size)
         self.temperature = float(temperature)
+        self.seed = int(seed)
         self.disable_adapter = bool(disable_adapter)
         config = getattr(model, "config", None)
         self.name = name or getattr(config, "name_or_path", None) or type(model).__name__
@@ -82,6 +89,8 @@ class HFBackend:
             f"hf:{self.name}:max_new_tokens={self.max_new_tokens}"
             f":temperature={self.temperature:g}:adapter={adapter}"
         )
+        if self.temperature > 0:  # greedy keys stay as they were (cache files stay valid)
+            self.settings_key += f":seed={self.seed}"
 
     @classmethod
     def from_pretrained(
@@ -108,7 +117,7 @@ class HFBackend:
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """One result per request, in order; failures become results with ``error`` set."""
         results: list[GenerationResult | None] = [None] * len(requests)
-        groups: dict[tuple[int, float], list[tuple[int, str]]] = {}
+        groups: dict[tuple[int, float], list[tuple[int, str, int]]] = {}
         for index, request in enumerate(requests):
             try:
                 prompt = self._render(request)
@@ -122,14 +131,16 @@ class HFBackend:
                 )
                 continue
             temperature = request.temperature if request.temperature > 0 else self.temperature
-            groups.setdefault((max_new, float(temperature)), []).append((index, prompt))
+            seed = request_seed(self.seed, request)
+            groups.setdefault((max_new, float(temperature)), []).append((index, prompt, seed))
         if groups:
             with self._generation_mode():
                 for (max_new, temperature), items in sorted(groups.items()):
                     for batch in self._batches(items):
-                        texts = [prompt for _, prompt in batch]
-                        outs = self._run_batch(texts, max_new, temperature)
-                        for (index, _), result in zip(batch, outs, strict=True):
+                        texts = [prompt for _, prompt, _ in batch]
+                        seeds = [seed for _, _, seed in batch]
+                        outs = self._run_batch(texts, max_new, temperature, seeds)
+                        for (index, _, _), result in zip(batch, outs, strict=True):
                             results[index] = result
         return [
             r if r is not None else GenerationResult("", error="not generated") for r in results
@@ -145,7 +156,7 @@ class HFBackend:
             )
         return _render_plain(request.messages)
 
-    def _batches(self, items: list[tuple[int, str]]) -> Iterator[list[tuple[int, str]]]:
+    def _batches(self, items: list[tuple[int, str, int]]) -> Iterator[list[tuple[int, str, int]]]:
         ordered = sorted(items, key=lambda item: len(item[1]))
         for start in range(0, len(ordered), self.batch_size):
             yield ordered[start : start + self.batch_size]
@@ -173,13 +184,13 @@ class HFBackend:
                 model.train()
 
     def _run_batch(
-        self, prompts: list[str], max_new_tokens: int, temperature: float
+        self, prompts: list[str], max_new_tokens: int, temperature: float, seeds: list[int]
     ) -> list[GenerationResult]:
         """One ``model.generate`` call; an exception (e.g. out of memory) fails the whole batch."""
         started = time.perf_counter()
         try:
             outputs, prompt_lens, completion_lens = self._generate_tokens(
-                prompts, max_new_tokens, temperature
+                prompts, max_new_tokens, temperature, seeds
             )
         except Exception as exc:
             logger.warning("executor generate failed for a batch of %d: %r", len(prompts), exc)
@@ -192,7 +203,7 @@ class HFBackend:
         ]
 
     def _generate_tokens(
-        self, prompts: list[str], max_new_tokens: int, temperature: float
+        self, prompts: list[str], max_new_tokens: int, temperature: float, seeds: list[int]
     ) -> tuple[list[str], list[int], list[int]]:
         import torch  # heavy: imported on first use so flowgrpo.operators stays light
 
@@ -204,8 +215,10 @@ class HFBackend:
         device = next(self.model.parameters()).device
         enc = {k: v.to(device) for k, v in enc.items()}
         sampling: dict[str, Any] = {"do_sample": False}
-        if temperature > 0:
-            sampling = {"do_sample": True, "temperature": temperature, "top_p": 1.0, "top_k": 0}
+        if temperature > 0:  # greedy over Gumbel-max draws: exact sampling, a generator a row
+            from flowgrpo.operators.seeded_sampling import seeded_sampling  # heavy (torch)
+
+            sampling["logits_processor"] = seeded_sampling(seeds, temperature)
         with torch.inference_mode():
             out = self.model.generate(
                 **enc,

@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
-from flowgrpo.operators.llm import GenerationRequest, GenerationResult
+from flowgrpo.operators.llm import GenerationRequest, GenerationResult, request_seed
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +65,9 @@ class OpenAIBackend:
             ignore it).
         max_new_tokens: cap on ``max_tokens`` (the request's own value is used when smaller).
         temperature: used when the request's temperature is 0 (0 = greedy).
+        seed: base of the per-request ``seed`` sent with a sampled request
+            (:func:`~flowgrpo.operators.llm.request_seed`): vLLM draws reproducibly from it,
+            OpenAI on a best-effort basis; a server that ignores it samples unseeded.
         connect_timeout_s / read_timeout_s: per attempt, in seconds.
         max_retries: extra attempts after the first (attempts = max_retries + 1).
         backoff_s / max_backoff_s: the delay before retry i is ``min(max_backoff_s,
@@ -87,6 +90,7 @@ class OpenAIBackend:
         max_backoff_s: float = 8,
         concurrency: int = 8,
         max_retry_after_s: float = 60,
+        seed: int = 0,
     ) -> None:
         self.base_url = _resolve_base_url(base_url)
         self.model = model or os.environ.get(ENV_MODEL) or None
@@ -104,6 +108,7 @@ class OpenAIBackend:
             raise ValueError("max_retries, backoff_s, max_backoff_s and temperature must be >= 0")
         self.max_new_tokens = int(max_new_tokens)
         self.temperature = float(temperature)
+        self.seed = int(seed)
         self.connect_timeout_s = float(connect_timeout_s)
         self.read_timeout_s = float(read_timeout_s)
         self.max_retries = int(max_retries)
@@ -116,6 +121,8 @@ class OpenAIBackend:
             f"openai:{self.base_url}:{self.model}:max_new_tokens={self.max_new_tokens}"
             f":temperature={self.temperature:g}"
         )
+        if self.temperature > 0:  # greedy keys stay as they were (cache files stay valid)
+            self.settings_key += f":seed={self.seed}"
         self._client: Any = None
         self._lock = threading.Lock()
         self._rng = random.Random()
@@ -191,12 +198,15 @@ class OpenAIBackend:
 
     def _payload(self, request: GenerationRequest) -> dict[str, Any]:
         temperature = request.temperature if request.temperature > 0 else self.temperature
-        return {
+        payload: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
             "max_tokens": min(int(request.max_new_tokens), self.max_new_tokens),
             "temperature": temperature,
         }
+        if temperature > 0:  # the repeats of a workflow draw afresh, a rerun draws the same
+            payload["seed"] = request_seed(self.seed, request)
+        return payload
 
     def _complete(self, client: Any, request: GenerationRequest) -> GenerationResult:
         """Send one request with retries; never raises."""

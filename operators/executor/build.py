@@ -92,26 +92,14 @@ def build_executor(
     limits = executor_limits(section, ops)
     kind = section.kind
     if kind == "shared":
-        if model is None or tokenizer is None:
-            raise ValueError(
-                "executor.kind: shared runs on the policy's weights, and none were given; "
-                "use hf (a model of its own) or openai"
-            )
-        name = getattr(getattr(model, "config", None), "name_or_path", None) or "policy"
-        llm = make_backend(
-            "hf",
-            model=model,
-            tokenizer=tokenizer,
-            max_new_tokens=section.max_new_tokens,
-            disable_adapter=True,
-            name=f"shared:{name}",
-        )
-        return llm, limits
+        return _shared(section, model, tokenizer), limits
     if kind == "hf":
         llm = make_backend(
             "hf",
             name_or_path=section.model,
             max_new_tokens=section.max_new_tokens,
+            temperature=section.temperature,
+            seed=section.seed,
             device=device,
             dtype=dtype,
         )
@@ -126,6 +114,26 @@ def build_executor(
     kwargs |= {"base_url": section.base_url} if section.base_url else {}
     kwargs |= {"model": section.model} if section.model != "default" else {}
     return factory(**kwargs), limits
+
+
+def _shared(section: ExecutorConfig, model: Any, tokenizer: Any) -> LLM:
+    """Kind shared: the hf backend on ``model``'s weights, its adapter disabled."""
+    if model is None or tokenizer is None:
+        raise ValueError(
+            "executor.kind: shared runs on the policy's weights, and none were given; "
+            "use hf (a model of its own) or openai"
+        )
+    name = getattr(getattr(model, "config", None), "name_or_path", None) or "policy"
+    return make_backend(
+        "hf",
+        model=model,
+        tokenizer=tokenizer,
+        max_new_tokens=section.max_new_tokens,
+        temperature=section.temperature,
+        seed=section.seed,
+        disable_adapter=True,
+        name=f"shared:{name}",
+    )
 
 
 def probe_executor(section: ExecutorConfig) -> None:
@@ -155,6 +163,8 @@ def _openai_kwargs(section: ExecutorConfig) -> dict[str, Any]:
         "connect_timeout_s": min(5.0, section.timeout_s),
         "max_retries": section.max_retries,
         "backoff_s": section.backoff_s,
+        "temperature": section.temperature,
+        "seed": section.seed,
     }
     if section.model != "default":
         kwargs["model"] = section.model

@@ -36,6 +36,14 @@ class ExecutorConfig:
             ``http://localhost:8000/v1`` (null: FLOWGRPO_EXECUTOR_BASE_URL, then
             OPENAI_BASE_URL); a plugin kind: passed as ``base_url=`` when set.
         max_new_tokens: cap on the tokens one executor call generates (tokens).
+        temperature: the executor LLM's sampling temperature, kinds shared, hf and openai (0 =
+            greedy, the default). Above 0 the runs of one workflow can answer differently, so
+            ``rollout.executions`` > 1 averages that noise (greedy repeats are identical).
+        seed: base of the per-request seeds when sampling (kinds shared, hf, openai): each
+            request is seeded from it and its operator call (problem, operator, call index,
+            repeat), so a rerun draws the same answers and repeats draw afresh; hf/shared
+            sample each request from its own generator (the Gumbel-max trick), openai sends it
+            as the request's ``seed`` (vLLM honours it; OpenAI on a best-effort basis).
         timeout_s: openai: read timeout of one attempt (seconds; connecting gets
             min(5, this)).
         max_retries: openai: extra attempts after a timeout, dropped connection, HTTP 429 or
@@ -59,6 +67,8 @@ class ExecutorConfig:
     model: str = "default"
     base_url: str | None = None
     max_new_tokens: int = 160
+    temperature: float = 0.0
+    seed: int = 0
     timeout_s: float = 120.0
     max_retries: int = 4
     backoff_s: float = 0.5
@@ -74,6 +84,7 @@ class ExecutorConfig:
         )
         check(bool(str(self.model).strip()), "executor.model", "name a model, or default")
         check(self.max_new_tokens >= 1, "executor.max_new_tokens", "must be >= 1 (tokens)")
+        self._check_sampling()
         check(self.timeout_s > 0, "executor.timeout_s", "must be > 0 seconds")
         check(
             isinstance(self.max_retries, int) and self.max_retries >= 0,
@@ -92,4 +103,22 @@ class ExecutorConfig:
             not self.options or self.kind not in BUILT_IN_KINDS,
             "executor.options",
             f"kind {self.kind} takes no options; they are the settings of a plugin's kind",
+        )
+
+    def _check_sampling(self) -> None:
+        check(
+            isinstance(self.temperature, (int, float)) and self.temperature >= 0,
+            "executor.temperature",
+            "must be a number >= 0 (0 = greedy)",
+        )
+        check(
+            isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed >= 0,
+            "executor.seed",
+            "must be an integer >= 0",
+        )
+        check(
+            self.kind in BUILT_IN_KINDS or (self.temperature == 0 and self.seed == 0),
+            "executor.temperature" if self.temperature else "executor.seed",
+            f"kind {self.kind} is a plugin's: its settings go in executor.options "
+            "(temperature and seed are those of shared, hf and openai)",
         )

@@ -221,8 +221,53 @@ def test_hf_restores_train_mode_and_sampling_kwargs(tiny, monkeypatch):
     finally:
         model.eval()
     assert result.ok and result.completion_tokens == 3
-    assert counter.calls[0]["do_sample"] is True and counter.calls[0]["temperature"] == 0.7
-    assert "temperature=0.7" in backend.settings_key
+    # greedy over per-row Gumbel-max draws at the temperature (operators/seeded_sampling)
+    assert counter.calls[0]["do_sample"] is False
+    (sampler,) = counter.calls[0]["logits_processor"]
+    assert type(sampler).__name__ == "GumbelSampler" and sampler.temperature == 0.7
+    assert "temperature=0.7" in backend.settings_key and ":seed=0" in backend.settings_key
+
+
+def ctx_req(text: str, problem_id: str, call: int = 0, repeat: int = 0) -> GenerationRequest:
+    from types import SimpleNamespace
+
+    from flowgrpo.operators.llm import RequestContext
+
+    context = RequestContext("Custom", SimpleNamespace(id=problem_id), call, repeat)
+    return GenerationRequest(user(text), max_new_tokens=12, context=context)
+
+
+def test_hf_sampled_request_answers_the_same_alone_and_batched(tiny):
+    import torch  # heavy: torch
+
+    from flowgrpo.operators.backends.hf import HFBackend
+
+    model, tokenizer = tiny
+    backend = HFBackend(model, tokenizer, max_new_tokens=12, temperature=1.0, seed=3)
+    short = ctx_req("hi", "p1")
+    rng_before = torch.get_rng_state()
+    alone = backend.generate([short])[0]
+    partner = ctx_req("this prompt is much longer than the other one, 1234567890", "p2")
+    batched = backend.generate([partner, short])[1]
+    assert torch.equal(torch.get_rng_state(), rng_before)  # the policy's stream is untouched
+    assert alone.ok and alone.text == batched.text and alone.completion_tokens == 12
+
+
+def test_hf_sampled_repeats_differ_and_a_rerun_repeats_them(tiny):
+    from flowgrpo.operators.backends.hf import HFBackend
+
+    model, tokenizer = tiny
+    backend = HFBackend(model, tokenizer, max_new_tokens=12, temperature=1.0, seed=3)
+    requests = [ctx_req("hi", "p1", repeat=r) for r in range(4)]
+    first = [r.text for r in backend.generate(requests)]
+    again = [r.text for r in backend.generate(requests)]
+    assert first == again
+    assert len(set(first)) > 1  # 12 tokens from a 54-token vocabulary at T = 1
+    other_seed = HFBackend(model, tokenizer, max_new_tokens=12, temperature=1.0, seed=4)
+    assert [r.text for r in other_seed.generate(requests)] != first
+    greedy = HFBackend(model, tokenizer, max_new_tokens=12)
+    assert len({r.text for r in greedy.generate(requests)}) == 1
+    assert "seed" not in greedy.settings_key  # greedy cache keys stay as they were
 
 
 def test_hf_generate_exception_becomes_error_results(tiny, monkeypatch):

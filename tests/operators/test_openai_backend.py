@@ -16,7 +16,7 @@ import pytest
 from flowgrpo.operators.backends import (
     make_backend,
 )
-from flowgrpo.operators.llm import GenerationRequest, user
+from flowgrpo.operators.llm import GenerationRequest, RequestContext, request_seed, user
 
 
 def req(text: str, max_new_tokens: int = 256, temperature: float = 0.0) -> GenerationRequest:
@@ -132,6 +132,25 @@ def test_openai_success_sends_payload_and_reads_usage(serve):
     assert body["model"] == "m" and body["max_tokens"] == 20 and body["temperature"] == 0.2
     assert body["messages"] == [{"role": "user", "content": "hello"}]
     assert server.headers[0]["Authorization"] == "Bearer sk-test"
+
+
+def test_a_sampled_request_sends_its_own_seed_and_a_greedy_one_none(serve):
+    from types import SimpleNamespace
+
+    server = serve(lambda n, body: Reply(body=ok_body("x")))
+    problem = SimpleNamespace(id="p1")
+    requests = [
+        GenerationRequest(user("q"), context=RequestContext("Custom", problem, 0, repeat))
+        for repeat in (0, 1)
+    ]
+    with backend_for(server, temperature=0.8, seed=5) as backend:
+        assert all(r.ok for r in backend.generate(requests))
+    with backend_for(server) as greedy:
+        assert greedy.generate(requests[:1])[0].ok
+    sent = sorted(body.get("seed") for body in server.bodies[:2])
+    assert sent == sorted(request_seed(5, r) for r in requests) and sent[0] != sent[1]
+    assert "seed" not in server.bodies[2]  # greedy: no seed, as before
+    assert backend.settings_key.endswith(":temperature=0.8:seed=5")
 
 
 def test_openai_retries_500_then_succeeds(serve):

@@ -100,7 +100,8 @@ def executor(cfg, model, tokenizer, given=None):
         # a greedy executor returns the first run's answer on every repeat
         logger.warning(
             "rollout.executions = %d but executor %r decodes greedily: the repeats are "
-            "identical (extra calls, no extra information); use executions: 1",
+            "identical (extra calls, no extra information); sample the executor "
+            "(executor.temperature > 0) or use executions: 1",
             cfg.rollout.executions, cfg.executor.kind,
         )  # fmt: skip
     return llm, limits

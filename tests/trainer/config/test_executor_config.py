@@ -73,6 +73,34 @@ def test_section_fields_are_checked_naming_the_field():
     assert ExecutorConfig().kind == "shared"  # the policy's own weights, as before
 
 
+def test_sampling_fields_are_checked_naming_the_field():
+    for override, field in [
+        ("executor.temperature=-0.1", r"executor\.temperature: must be a number >= 0"),
+        ("executor.seed=-1", r"executor\.seed: must be an integer >= 0"),
+        ("executor.seed=1.5", r"executor\.seed: expected an integer"),
+    ]:
+        with pytest.raises(ConfigError, match=field):
+            load_config(None, ("executor.kind=hf", override))
+    with pytest.raises(ConfigError, match=r"executor\.temperature: kind simulated is a plugin"):
+        load_config(None, ("executor.kind=simulated", "executor.temperature=0.5"))
+    with pytest.raises(ConfigError, match=r"executor\.seed: kind simulated is a plugin"):
+        load_config(None, ("executor.kind=simulated", "executor.seed=2"))
+
+
+def test_the_sampling_fields_reach_the_backends(monkeypatch):
+    from flowgrpo.operators.backends.openai_http import OpenAIBackend
+    from flowgrpo.operators.executor import build_executor
+
+    model, tok = build_tiny_model(seed=0)
+    section = ExecutorConfig(kind="shared", temperature=0.6, seed=9)
+    llm, _ = build_executor(section, model, tok)
+    assert (llm.temperature, llm.seed, llm.repeats_differ) == (0.6, 9, True)
+    section = ExecutorConfig(kind="openai", base_url="http://127.0.0.1:9/v1", model="m",
+                             temperature=0.6, seed=9)  # fmt: skip
+    llm, _ = build_executor(section)
+    assert isinstance(llm, OpenAIBackend) and (llm.temperature, llm.seed) == (0.6, 9)
+
+
 @pytest.mark.parametrize(("kind", "warned"), [("shared", True), ("simulated", False)])
 def test_executions_warn_when_the_executor_cannot_answer_repeats_differently(caplog, kind, warned):
     model, tok = build_tiny_model(seed=0)
@@ -81,3 +109,11 @@ def test_executions_warn_when_the_executor_cannot_answer_repeats_differently(cap
         llm, _ = setup.executor(cfg, model, tok)
     assert llm is not None
     assert ("decodes greedily: the repeats are identical" in caplog.text) is warned
+
+
+def test_executions_do_not_warn_when_the_executor_samples(caplog):
+    model, tok = build_tiny_model(seed=0)
+    overrides = ("executor.kind=shared", "executor.temperature=0.7", "rollout.executions=4")
+    with caplog.at_level(logging.WARNING, logger="flowgrpo.trainer.loop.setup"):
+        setup.executor(load_config(None, overrides), model, tok)
+    assert "decodes greedily" not in caplog.text
