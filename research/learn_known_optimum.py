@@ -42,7 +42,7 @@ from studylib.choice import (  # issue 40
 )
 from studylib.group_signal import is_near  # issue 20
 from studylib.known_optimum_report import SERIES_KEYS, write
-from studylib.label_start import LabelStart, build_label_start, start_folder
+from studylib.label_start import LabelStart, build_label_start, search_files, start_folder
 from studylib.study import alert_steps, series
 
 EVAL_KEYS = (
@@ -299,7 +299,9 @@ def searched(cfg, calls: int, seed: int, args) -> dict:
 def label_table(args, world) -> dict:
     """The label start's search table (each label's first pick) used as it is, scored exactly on
     the held-out problems: the answer the search alone gives (issue 40)."""
-    data = json.loads((label_folder(args, world) / "search.json").read_text(encoding="utf-8"))
+    search, _ = search_files(label_folder(args, world), label_recipe(args), args.config,
+                             label_sets(args, world))  # fmt: skip
+    data = json.loads(search.read_text(encoding="utf-8"))
     table = {label: found["top"][0]["workflow"] for label, found in data["labels"].items()}
     sim, problems = scoring(config_of(args, None, world), args)
     calls = sum(found["calls"] for found in data["labels"].values())

@@ -50,6 +50,24 @@ def start_folder(root: Path, recipe: LabelStart, config: str, sets: list[str]) -
     return root / f"label-start-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
+def search_files(
+    folder: Path, recipe: LabelStart, config: str, sets: list[str]
+) -> tuple[Path, Path]:
+    """(search.json, pairs.jsonl) of the start in ``folder``: its own where a start built before
+    searches were shared holds them, else those of ``ROOT/label-search-<hash>`` beside it.
+
+    The search's hash leaves out the ``prompt.*`` overrides: ``flowgrpo search`` renders no
+    prompt (the pairs hold the problem, its workflow and its labels, ``recipe.keys``), so starts
+    that differ only in their prompt (its examples, its system text) share one search.
+    """
+    if (folder / "search.json").exists():  # the search writes both files in one command
+        return folder / "search.json", folder / "pairs.jsonl"
+    read = [s for s in sets if not s.startswith("prompt.")]
+    key = json.dumps([list(recipe.keys), recipe.budget, recipe.candidates, config, read])
+    shared = folder.parent / f"label-search-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    return shared / "search.json", shared / "pairs.jsonl"
+
+
 def _flowgrpo(args: list[str], what: str) -> None:
     exe = shutil.which("flowgrpo")
     cmd = [exe] if exe else [sys.executable, "-m", "flowgrpo.trainer.cli"]
@@ -60,10 +78,13 @@ def _flowgrpo(args: list[str], what: str) -> None:
 
 
 def build_label_start(recipe: LabelStart, config: str, sets: list[str], folder: Path) -> Path:
-    """Search per label, then SFT on each label's first pick; returns the adapter folder.
+    """Search per label (:func:`search_files`: shared by starts that differ only in their
+    prompt), then SFT on each label's first pick; returns the adapter folder ``FOLDER/start``.
     ``sets`` are the ``--set`` overrides of the runs (world, study) without the start's own."""
+    search, pairs = search_files(folder, recipe, config, sets)
+    adapter = folder / "start"
     folder.mkdir(parents=True, exist_ok=True)
-    search, pairs, adapter = folder / "search.json", folder / "pairs.jsonl", folder / "start"
+    search.parent.mkdir(parents=True, exist_ok=True)
     common = ["--config", config]
     for value in [*sets, *recipe.overrides()]:
         common += ["--set", value]

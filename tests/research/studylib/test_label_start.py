@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from study_loader import load_study
 from studylib import label_start
-from studylib.label_start import LabelStart, build_label_start, start_folder
+from studylib.label_start import LabelStart, build_label_start, search_files, start_folder
 
 REPO = Path(__file__).parents[3]
 FEW = ("Programmer", "AnswerGenerate", "Programmer -> Review ? Revise : done")
@@ -21,6 +21,31 @@ def test_the_folder_changes_with_the_budget_the_world_and_the_keys(tmp_path):
     assert here != start_folder(tmp_path, LabelStart(("template",), 1000, 2), "c.yaml", ["a=1"])
 
 
+def test_starts_that_differ_only_in_their_prompt_share_one_search(tmp_path):
+    recipe = LabelStart(("difficulty",), 1000, 2)
+    base = ["executor.options.seed=1"]
+    plain = start_folder(tmp_path, recipe, "c.yaml", base)
+    short = start_folder(tmp_path, recipe, "c.yaml", [*base, "prompt.examples=[]"])
+    assert plain != short  # a start of its own: the SFT renders the prompt
+    found = search_files(plain, recipe, "c.yaml", base)
+    assert found == search_files(short, recipe, "c.yaml", [*base, "prompt.examples=[]"])
+    assert found[0].parent.parent == tmp_path and found[0].name == "search.json"
+    # what the search reads keeps it apart: the world, the budget, the labels
+    assert found != search_files(plain, recipe, "c.yaml", ["executor.options.seed=2"])
+    assert found != search_files(plain, LabelStart(("difficulty",), 2000, 2), "c.yaml", base)
+    assert found != search_files(plain, LabelStart(("template",), 1000, 2), "c.yaml", base)
+
+
+def test_a_start_built_before_searches_were_shared_keeps_its_own_search(tmp_path):
+    recipe = LabelStart(("difficulty",), 1000, 2)
+    folder = start_folder(tmp_path, recipe, "c.yaml", [])
+    folder.mkdir()
+    for name in ("search.json", "pairs.jsonl"):
+        (folder / name).write_text("{}\n")
+    assert search_files(folder, recipe, "c.yaml", []) == (
+        folder / "search.json", folder / "pairs.jsonl")  # fmt: skip
+
+
 @pytest.mark.slow
 def test_the_start_is_trained_on_each_labels_first_pick_and_built_once(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
@@ -29,16 +54,18 @@ def test_the_start_is_trained_on_each_labels_first_pick_and_built_once(tmp_path,
     folder = tmp_path / "ls"
     adapter = build_label_start(recipe, "configs/tiny-known-optimum.yaml", sets, folder)
     assert (adapter / "adapter_config.json").exists()
-    search = json.loads((folder / "search.json").read_text())
+    search_path, pairs_path = search_files(folder, recipe, "configs/tiny-known-optimum.yaml", sets)
+    assert search_path.parent != folder  # shared by starts of other prompts
+    search = json.loads(search_path.read_text())
     firsts = {label: table["top"][0]["workflow"] for label, table in search["labels"].items()}
     assert set(firsts) == {"easy", "medium", "hard"}
-    pairs = [json.loads(line) for line in (folder / "pairs.jsonl").read_text().splitlines()]
+    pairs = [json.loads(line) for line in pairs_path.read_text().splitlines()]
     assert pairs and all(p["workflow"] == firsts[p["meta"]["difficulty"]] for p in pairs)
-    stamp = (folder / "search.json").stat().st_mtime_ns, (adapter / "adapter_config.json").stat()
+    stamp = search_path.stat().st_mtime_ns, (adapter / "adapter_config.json").stat()
     # a second call finds both parts and runs nothing
     monkeypatch.setattr(label_start.subprocess, "run", lambda *a, **k: pytest.fail(f"ran {a}"))
     assert build_label_start(recipe, "configs/tiny-known-optimum.yaml", sets, folder) == adapter
-    assert (folder / "search.json").stat().st_mtime_ns == stamp[0]
+    assert search_path.stat().st_mtime_ns == stamp[0]
     assert (adapter / "adapter_config.json").stat().st_mtime_ns == stamp[1].st_mtime_ns
 
 
@@ -58,9 +85,11 @@ def test_the_study_trains_from_the_label_start_with_the_labels_shown(tmp_path):
 def test_a_failed_search_stops_with_the_reason_and_keeps_nothing_half_made(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     recipe = LabelStart(("difficulty",), 600, 1, FEW)
+    folder, sets = tmp_path / "ls", ["optim.lr=-1"]
     with pytest.raises(SystemExit, match="label start's search failed"):
-        build_label_start(recipe, "configs/tiny-known-optimum.yaml", ["optim.lr=-1"], tmp_path)
-    assert not (tmp_path / "search.json").exists() and not (tmp_path / "start").exists()
+        build_label_start(recipe, "configs/tiny-known-optimum.yaml", sets, folder)
+    search, pairs = search_files(folder, recipe, "configs/tiny-known-optimum.yaml", sets)
+    assert not search.exists() and not pairs.exists() and not (folder / "start").exists()
 
 
 def test_the_study_scores_the_search_table_itself_on_the_held_out_problems(tmp_path, monkeypatch):
