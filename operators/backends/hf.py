@@ -131,7 +131,7 @@ class HFBackend:
                 )
                 continue
             temperature = request.temperature if request.temperature > 0 else self.temperature
-            seed = request_seed(self.seed, request)
+            seed = request_seed(self.seed, request) if temperature > 0 else 0  # greedy: unused
             groups.setdefault((max_new, float(temperature)), []).append((index, prompt, seed))
         if groups:
             with self._generation_mode():
