@@ -139,7 +139,8 @@ class EndGame:
         key = (self.domains[row], text)  # the grammar reads text: the same text, the same answer
         if key not in self._accepted:
             sequence = [token, *self._tokens(closing.text), self.eos_id]
-            self._accepted[key] = matcher.deep_copy().try_consume_tokens(sequence) == len(sequence)
+            # validate_tokens reads without consuming: no copy of the matcher per candidate
+            self._accepted[key] = matcher.validate_tokens(sequence) == len(sequence)
         return self._accepted[key]
 
     def restrict(self, row: int, ids: list[int], matcher, bits_W: torch.Tensor) -> None:
@@ -197,7 +198,7 @@ class EndGame:
 
     def _force(self, row: int, closing: Closing, matcher, bits_W: torch.Tensor) -> None:
         ids = [*self._tokens(closing.text), self.eos_id]
-        if matcher.deep_copy().try_consume_tokens(ids) != len(ids):
+        if matcher.validate_tokens(ids) != len(ids):
             logger.debug("end game: the grammar rejects the finish %r", closing.text)
             self.unclosable.add(row)
             return
