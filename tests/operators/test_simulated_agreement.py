@@ -120,13 +120,21 @@ def test_the_real_process_sandbox_gives_the_stand_ins_results_run_by_run():
     problems = _problems(40)
     pairs = [(PAIRED, p) for p in problems]
     real = run_workflows(pairs, SimulatedExecutor(seed=0), Limits())  # the process sandbox
-    stand_in = run_workflows(pairs, SimulatedExecutor(seed=0), Limits(), sandbox=simulated_sandbox)
+    programs = []
+
+    def stand_in_box(codes, timeouts):
+        programs.extend(simulated_sandbox(codes, timeouts))
+        return programs[-len(codes) :]
+
+    stand_in = run_workflows(pairs, SimulatedExecutor(seed=0), Limits(), sandbox=stand_in_box)
     fields = ("answer", "correct", "score", "calls", "code_runs", "error")
     assert [[getattr(r, f) for f in fields] for r in real] == [
         [getattr(r, f) for f in fields] for r in stand_in
     ]
-    correct = sum(r.correct for r in real)
-    assert 0 < correct < len(real)  # both outcomes are compared, not one of them 40 times
+    # both outcomes of each are compared, not one of them 40 times: a program that crashed and
+    # one that returned, a run right and a run wrong
+    assert {r.ok for r in programs} == {True, False}
+    assert 0 < sum(r.correct for r in real) < len(real)
 
 
 def test_branches_without_a_vote_earn_the_accuracy_of_one_branch():
