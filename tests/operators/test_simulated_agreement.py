@@ -30,6 +30,7 @@ from flowgrpo.operators.tasks import generate_arithmetic
 Z_MAX = 4.0
 SEEDS = (0, 1)
 
+PAIRED = "Programmer -> Review ? Revise : done"  # run on the real sandbox too, result by result
 CASES = [
     # (workflow, problems per seed, sandbox, call budget)
     ("Custom", 1000, None, None),  # single
@@ -44,9 +45,8 @@ CASES = [
         6,
     ),
     ("[Programmer, Custom] -> ScEnsemble -> (Review -> Revise) * 2", 1000, "inline", None),
-    ("Programmer -> Review ? Revise : done", 1000, "inline", None),
+    (PAIRED, 1000, "inline", None),
 ]
-PAIRED = "Programmer -> Review ? Revise : done"  # run on the real sandbox too, result by result
 
 
 @functools.cache
@@ -104,7 +104,7 @@ def test_the_budget_case_really_stops_runs(runs):
 
 
 def test_better_by_construction_scores_higher_empirically(runs):
-    good_results, good_expected, _ = runs["Programmer -> Review ? Revise : done"]
+    good_results, good_expected, _ = runs[PAIRED]
     n = len(good_results) // len(SEEDS)
     custom_results, custom_expected, _ = runs["Custom"]
     # Custom on the same problems and seeds (the first n problems of each seed)
@@ -122,9 +122,10 @@ def test_the_real_process_sandbox_gives_the_stand_ins_results_run_by_run():
     real = run_workflows(pairs, SimulatedExecutor(seed=0), Limits())  # the process sandbox
     programs = []
 
-    def stand_in_box(codes, timeouts):
-        programs.extend(simulated_sandbox(codes, timeouts))
-        return programs[-len(codes) :]
+    def stand_in_box(codes, timeouts):  # the stand-in, keeping what its programs gave
+        results = simulated_sandbox(codes, timeouts)
+        programs.extend(results)
+        return results
 
     stand_in = run_workflows(pairs, SimulatedExecutor(seed=0), Limits(), sandbox=stand_in_box)
     fields = ("answer", "correct", "score", "calls", "code_runs", "error")
