@@ -10,6 +10,7 @@ from flowgrpo.operators.checkers import (
     check_answer,
     check_code,
     check_math,
+    check_math_answer,
     check_qa,
     extract_code,
     extract_number,
@@ -253,6 +254,18 @@ def test_check_answer_dispatches_by_domain(sandbox):
     )
     assert check_answer(code_problem, "def add(a, b):\n    return a + b").correct
     assert set(DOMAIN_CHECKERS) >= {"math", "code", "qa"}
+
+
+def test_a_remembered_verdict_is_that_of_its_own_arguments():
+    # the math verdict is remembered for short answers (a pure function of prediction,
+    # reference and graded): asking again, in any order, gives each call its own verdict
+    calls = [("2.01", "2", True), ("2.01", "2", False), ("2.01", "2.01", False), ("2", "2", True)]
+    first = [check_math_answer(*call) for call in calls]
+    again = [check_math_answer(*call) for call in reversed(calls)][::-1]
+    assert [r.score for r in first] == [r.score for r in again] == [0.7, 0.0, 1.0, 1.0]
+    long_answer = "x " * 600 + "so the answer is 2"  # past the remembered length: checked anew
+    assert check_math_answer(long_answer, "2").correct
+    assert not check_math_answer(long_answer, "3").correct
 
 
 def test_check_answer_errors():

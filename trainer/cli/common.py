@@ -82,9 +82,16 @@ def output_options(command):
     )
     @functools.wraps(command)
     def wrapper(*args, quiet: bool, log_level: str | None, **kwargs):
+        # a command run in a caller's process (``main([...])`` from Python, the tests) leaves
+        # its log level and quietness behind it as it found them
+        before, saved = logging.getLogger("flowgrpo").level, dict(_OUTPUT)
         configure_output(quiet, log_level)
-        with logging_redirect_tqdm():  # log lines above the progress bars, on this stderr
-            return command(*args, **kwargs)
+        try:
+            with logging_redirect_tqdm():  # log lines above the progress bars, on this stderr
+                return command(*args, **kwargs)
+        finally:
+            logging.getLogger("flowgrpo").setLevel(before)
+            _OUTPUT.update(saved)
 
     return wrapper
 

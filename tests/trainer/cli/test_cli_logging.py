@@ -55,3 +55,19 @@ def test_quiet_keeps_warnings_and_drops_info_and_the_bar():
 def test_log_level_error_hides_info_and_warnings():
     result = CliRunner().invoke(noisy, ["--log-level", "ERROR"], catch_exceptions=False)
     assert "info line" not in result.stderr and "warning line" not in result.stderr
+
+
+def test_a_quiet_command_leaves_the_callers_level_and_quietness_as_it_found_them():
+    # a command run in the caller's process (main([...]) from Python) must not silence the
+    # caller's flowgrpo log lines or status lines after it returns
+    from flowgrpo.trainer.cli import common
+
+    flowgrpo_log = logging.getLogger("flowgrpo")
+    found = flowgrpo_log.level
+    flowgrpo_log.setLevel(logging.DEBUG)
+    try:
+        result = CliRunner().invoke(noisy, ["--quiet"], catch_exceptions=False)
+        assert result.stderr.splitlines() == ["warning line"]  # quiet while it ran
+        assert flowgrpo_log.level == logging.DEBUG and not common.is_quiet()
+    finally:
+        flowgrpo_log.setLevel(found)
