@@ -10,7 +10,7 @@ times; the first step of each run is warm-up and not counted.
     python scripts/bench_step.py --impl pair --steps 6 --repeats 2   # without TRL's checkpointing
     python scripts/bench_step.py --impl ours --steps 6         # one side only
     python scripts/bench_step.py --impl grammar --steps 6 --repeats 3   # the mask's cost
-    python scripts/bench_step.py --impl bf16 --steps 6 --repeats 2   # + ours_bf16, ours_mixed
+    python scripts/bench_step.py --impl bf16 --steps 6 --repeats 2   # the bf16 arms, both sides
     python scripts/bench_step.py --model random:qwen2.5-1.5b --device cuda --dtype bfloat16
 
 ``--model``/``--device``/``--dtype`` run the same setting on another model (a ``random:<shape>``
@@ -22,7 +22,9 @@ unconstrained, alternating): besides the step time it times, inside the run, wha
 (the matchers' set-up, every ``GrammarMask`` call during sampling, and the mask unpacking of the
 update), as a share of the step. ``ours_bf16`` is flowgrpo sampling on bf16 copies of the merged
 weights (``rollout.sample_dtype=bfloat16``; the update in float32); ``ours_mixed`` also runs the
-update's forward passes under bf16 autocast (``optim.bf16=true``).
+update's forward passes on bf16 copies of the frozen weights (``optim.bf16=true``); ``trl_bf16``
+is TRL with ``bf16=True`` (its mixed precision: float32 weights under bf16 autocast), the
+like-for-like baseline of those two.
 
 TRL is an optional benchmark dependency only (not a flowgrpo requirement).
 """
@@ -120,7 +122,11 @@ def run_ours(
     }
 
 
-def _trl_args(steps: int, out: Path, checkpointing: bool, where: dict = CPU_DEFAULT):
+def _trl_args(
+    steps: int, out: Path, checkpointing: bool, where: dict = CPU_DEFAULT, mixed: bool = False
+):
+    """TRL's config of the shared setting; ``mixed``: float32 weights trained under bf16
+    autocast (``bf16=True``, HF Trainer's mixed precision), the TRL side of ``ours_mixed``."""
     from trl import GRPOConfig  # optional: trl, only for the side-by-side run
 
     return GRPOConfig(
@@ -137,7 +143,7 @@ def _trl_args(steps: int, out: Path, checkpointing: bool, where: dict = CPU_DEFA
         use_cpu=where["device"] == "cpu",
         gradient_checkpointing=checkpointing,
         save_strategy="no",
-        bf16=where["dtype"] == "bfloat16",
+        bf16=mixed or where["dtype"] == "bfloat16",
         disable_dropout=True,
         dataloader_num_workers=0,
     )
@@ -155,7 +161,9 @@ def _validity_reward(problems):
     return reward
 
 
-def run_trl(steps: int, out: Path, checkpointing: bool, where: dict = CPU_DEFAULT) -> dict:
+def run_trl(
+    steps: int, out: Path, checkpointing: bool, where: dict = CPU_DEFAULT, mixed: bool = False
+) -> dict:
     # optional: trl and datasets, only for the side-by-side run
     from datasets import Dataset
     from transformers import TrainerCallback
@@ -179,7 +187,7 @@ def run_trl(steps: int, out: Path, checkpointing: bool, where: dict = CPU_DEFAUL
             if logs and "completions/mean_length" in logs:
                 lengths.append(logs["completions/mean_length"])
 
-    args = _trl_args(steps, out, checkpointing, where)
+    args = _trl_args(steps, out, checkpointing, where, mixed)
     lora = LoraConfig(
         r=16,
         lora_alpha=32,
@@ -210,7 +218,7 @@ OURS = {
     "ours_bf16": ("rollout.sample_dtype=bfloat16",),
     "ours_mixed": ("rollout.sample_dtype=bfloat16", "optim.bf16=true"),
 }
-CHILDREN = [*OURS, "trl", "trl_gc"]
+CHILDREN = [*OURS, "trl", "trl_gc", "trl_bf16"]
 
 
 def _child(impl: str, steps: int, where: dict = CPU_DEFAULT) -> None:
@@ -221,7 +229,7 @@ def _child(impl: str, steps: int, where: dict = CPU_DEFAULT) -> None:
             constrained = "grammar" if impl == "grammar" else "off"
             result = run_ours(steps, Path(tmp), constrained, where, OURS[impl])
         else:
-            result = run_trl(steps, Path(tmp), impl == "trl_gc", where)
+            result = run_trl(steps, Path(tmp), impl == "trl_gc", where, impl == "trl_bf16")
     if torch.cuda.is_available():
         result["peak_cuda_allocated_gib"] = torch.cuda.max_memory_allocated() / 1024**3
         result["peak_cuda_reserved_gib"] = torch.cuda.max_memory_reserved() / 1024**3
@@ -254,7 +262,7 @@ def main() -> None:
         "all": ["ours", "trl", "trl_gc"],
         "pair": ["ours", "trl"],
         "grammar": ["ours", "grammar"],
-        "bf16": ["ours", "ours_bf16", "ours_mixed", "trl"],
+        "bf16": ["ours", "ours_bf16", "ours_mixed", "trl", "trl_bf16"],
     }
     impls = groups.get(args.impl, [args.impl])
     results: dict[str, list[dict]] = {i: [] for i in impls}
@@ -275,7 +283,7 @@ def main() -> None:
             f"{statistics.mean(r['mean_length'] for r in runs):.1f}"
         )
     for ours in ("ours", "ours_bf16", "ours_mixed"):
-        for base in ("trl", "trl_gc"):
+        for base in ("trl", "trl_gc", "trl_bf16"):
             if ours in summary and base in summary:
                 print(f"{ours} / {base} = {summary[ours] / summary[base]:.2f}")
     if "grammar" in summary:
