@@ -12,6 +12,7 @@ from flowgrpo.operators import converted
 from flowgrpo.operators.models import default_model_path, load_model
 
 
+@pytest.mark.slow
 def test_the_second_load_of_the_embedded_model_reads_the_copy_and_gives_the_same_model(
     tmp_path, monkeypatch, caplog
 ):

@@ -64,6 +64,7 @@ def test_a_tree_3000_folders_deep_is_removed_and_the_answer_kept(own_tmp):
     assert before == set() and _sandbox_dirs() == set()
 
 
+@pytest.mark.slow
 def test_ten_deep_trees_at_once_leave_nothing_in_tmp(own_tmp):
     before = _sandbox_dirs()
     results = run_python_batch([NESTED] * 10, timeout_s=30)

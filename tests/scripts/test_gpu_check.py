@@ -9,6 +9,7 @@ import pytest
 from script_loader import REPO, load_script
 
 PARTS = "train,exact,eval,generate,capacity,compile"
+pytestmark = pytest.mark.slow  # the shared report runs every part once: ~14 s
 
 
 @pytest.fixture(scope="module")

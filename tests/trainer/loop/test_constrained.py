@@ -30,6 +30,7 @@ def _check_every_sample(r, k: int, limits=None) -> None:
         assert report.ok, (text, [e.code for e in report.errors])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("max_new_tokens", [24, 48])
 def test_every_constrained_sample_parses_and_validates(max_new_tokens):
     # 500 samples of the tiny random model, math and code; at 24 new tokens most rows must be

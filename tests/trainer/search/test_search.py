@@ -52,6 +52,7 @@ def test_three_candidates_the_exact_best_wins_and_the_calls_are_counted():
     assert abs(result.best.mean - exact(world, "Programmer")) < 3 * result.best.ci95
 
 
+@pytest.mark.slow
 def test_the_whole_space_finds_a_workflow_within_0_02_of_the_exact_best():
     """The default candidates (2,176 writable workflows), 150,000 calls, in a world where one
     workflow is clearly best (adaptive-checks: 3 within 0.02): the pick's exact reward is within
