@@ -30,7 +30,8 @@ from bench_child import report, spawn  # scripts/ is on sys.path when a script r
 
 from flowgrpo.trainer.config import load_config
 
-CONFIG = "configs/known-optimum.yaml"
+#: The config of the start this benchmarks, found from the script (any working directory).
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "known-optimum.yaml"
 
 
 def _config(steps: int, overrides: tuple[str, ...] = ()):
@@ -147,8 +148,9 @@ def main() -> None:
         for impl in impls:
             results[impl].append(_spawn(impl, args.steps, args.set))
     print(
-        f"machine: {platform.machine()}, {platform.python_version()}; {CONFIG}'s SFT setting "
-        f"{args.set or ''}; steps/run {args.steps} (first is warm-up), runs {args.repeats}"
+        f"machine: {platform.machine()}, {platform.python_version()}; "
+        f"configs/{CONFIG.name}'s SFT setting {args.set or ''}; "
+        f"steps/run {args.steps} (first is warm-up), runs {args.repeats}"
     )
     summary = {}
     for impl, runs in results.items():
