@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from script_loader import REPO, load_script
@@ -15,4 +14,3 @@ def test_the_config_is_found_from_another_working_directory(tmp_path, monkeypatc
     cfg = bench._config(3)
     assert Path(bench.CONFIG).is_file()
     assert cfg.sft.max_steps == 3 and cfg.executor.kind == "simulated"
-    assert "bench_child" in sys.modules
