@@ -1,4 +1,4 @@
-"""scripts/bench_sft.py finds its config from any working directory (it is run from /tmp too)."""
+"""scripts/bench_sft.py finds its config whatever the working directory."""
 
 from __future__ import annotations
 
