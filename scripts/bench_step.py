@@ -122,14 +122,11 @@ def run_ours(
     }
 
 
-def _trl_args(
-    steps: int, out: Path, checkpointing: bool, where: dict = CPU_DEFAULT, mixed: bool = False
-):
-    """TRL's config of the shared setting; ``mixed``: float32 weights trained under bf16
-    autocast (``bf16=True``, HF Trainer's mixed precision), the TRL side of ``ours_mixed``."""
+def _trl_args(steps: int, out: Path, where: dict = CPU_DEFAULT, extra: dict | None = None):
+    """TRL's config of the shared setting, with an arm's own ``GRPOConfig`` fields (``TRL``)."""
     from trl import GRPOConfig  # optional: trl, only for the side-by-side run
 
-    return GRPOConfig(
+    shared = dict(
         output_dir=str(out),
         per_device_train_batch_size=K,
         num_generations=K,
@@ -141,12 +138,13 @@ def _trl_args(
         logging_steps=1,
         report_to="none",
         use_cpu=where["device"] == "cpu",
-        gradient_checkpointing=checkpointing,
+        gradient_checkpointing=False,  # TRL's default is on; ``trl_gc`` turns it on
         save_strategy="no",
-        bf16=mixed or where["dtype"] == "bfloat16",
+        bf16=where["dtype"] == "bfloat16",
         disable_dropout=True,
         dataloader_num_workers=0,
     )
+    return GRPOConfig(**{**shared, **(extra or {})})
 
 
 def _validity_reward(problems):
@@ -161,9 +159,7 @@ def _validity_reward(problems):
     return reward
 
 
-def run_trl(
-    steps: int, out: Path, checkpointing: bool, where: dict = CPU_DEFAULT, mixed: bool = False
-) -> dict:
+def run_trl(steps: int, out: Path, where: dict = CPU_DEFAULT, extra: dict | None = None) -> dict:
     # optional: trl and datasets, only for the side-by-side run
     from datasets import Dataset
     from transformers import TrainerCallback
@@ -187,7 +183,7 @@ def run_trl(
             if logs and "completions/mean_length" in logs:
                 lengths.append(logs["completions/mean_length"])
 
-    args = _trl_args(steps, out, checkpointing, where, mixed)
+    args = _trl_args(steps, out, where, extra)
     lora = LoraConfig(
         r=16,
         lora_alpha=32,
@@ -218,7 +214,14 @@ OURS = {
     "ours_bf16": ("rollout.sample_dtype=bfloat16",),
     "ours_mixed": ("rollout.sample_dtype=bfloat16", "optim.bf16=true"),
 }
-CHILDREN = [*OURS, "trl", "trl_gc", "trl_bf16"]
+#: TRL's arms and the ``GRPOConfig`` fields each sets over the shared setting; ``trl_bf16``: HF
+#: Trainer's mixed precision (float32 weights under bf16 autocast), the TRL side of ``ours_mixed``.
+TRL = {
+    "trl": {},
+    "trl_gc": {"gradient_checkpointing": True},
+    "trl_bf16": {"bf16": True},
+}
+CHILDREN = [*OURS, *TRL]
 
 
 def _child(impl: str, steps: int, where: dict = CPU_DEFAULT) -> None:
@@ -229,7 +232,7 @@ def _child(impl: str, steps: int, where: dict = CPU_DEFAULT) -> None:
             constrained = "grammar" if impl == "grammar" else "off"
             result = run_ours(steps, Path(tmp), constrained, where, OURS[impl])
         else:
-            result = run_trl(steps, Path(tmp), impl == "trl_gc", where, impl == "trl_bf16")
+            result = run_trl(steps, Path(tmp), where, TRL[impl])
     if torch.cuda.is_available():
         result["peak_cuda_allocated_gib"] = torch.cuda.max_memory_allocated() / 1024**3
         result["peak_cuda_reserved_gib"] = torch.cuda.max_memory_reserved() / 1024**3
@@ -283,7 +286,7 @@ def main() -> None:
             f"{statistics.mean(r['mean_length'] for r in runs):.1f}"
         )
     for ours in ("ours", "ours_bf16", "ours_mixed"):
-        for base in ("trl", "trl_gc", "trl_bf16"):
+        for base in TRL:
             if ours in summary and base in summary:
                 print(f"{ours} / {base} = {summary[ours] / summary[base]:.2f}")
     if "grammar" in summary:
