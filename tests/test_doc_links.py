@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +48,7 @@ def anchors(text: str) -> set[str]:
     return found
 
 
-@lru_cache(maxsize=None)
+@cache
 def anchors_of(path: Path) -> frozenset[str]:
     return frozenset(anchors(path.read_text(encoding="utf-8")))
 
