@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 from flowgrpo.configuration import check
 
@@ -27,6 +28,10 @@ class SFTConfig:
         examples: training problems drawn for ``grammar`` (pairs longer than
             ``rollout.max_new_tokens`` are dropped).
         batch_size: pairs per optimizer step. lr: AdamW learning rate. max_steps: at most.
+        scheduler / warmup_steps: the learning-rate schedule over ``max_steps``, as
+            ``optim.scheduler`` / ``optim.warmup_steps``: ``constant`` (after a linear warmup
+            of ``warmup_steps``) or ``cosine`` (decays to 0 at ``max_steps``; a validity stop
+            ends the run where it is). TRL's SFTTrainer decays by default (linear).
         micro_batch_size: pairs per forward and backward pass (null: the whole batch), as
             TRL's per-device batch under gradient accumulation; the update is the same (the
             batch's gradient is accumulated exactly), a smaller one holds fewer activations at
@@ -50,6 +55,8 @@ class SFTConfig:
     micro_batch_size: int | None = None
     bf16: bool = False
     lr: float = 5e-4
+    scheduler: Literal["constant", "cosine"] = "constant"
+    warmup_steps: int = 0
     max_steps: int = 40
     eval_every: int = 2
     eval_from: int = 10
@@ -74,6 +81,8 @@ class SFTConfig:
         )
         check(isinstance(self.bf16, bool), "sft.bf16", "must be true or false")
         check(self.eval_from >= 0, "sft.eval_from", "must be >= 0")
+        check(self.scheduler in ("constant", "cosine"), "sft.scheduler", "use constant or cosine")
+        check(self.warmup_steps >= 0, "sft.warmup_steps", "must be >= 0")
         check(self.lr > 0 and math.isfinite(self.lr), "sft.lr", "must be a positive number")
         check(
             self.target_validity is None or 0 < self.target_validity <= 1,

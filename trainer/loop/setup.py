@@ -80,10 +80,16 @@ def optimizer(cfg, model):
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
-    name = "cosine" if cfg.optim.scheduler == "cosine" else "constant_with_warmup"
-    total = max(cfg.optim.max_steps * cfg.algorithm.num_iterations, 1)
-    return opt, get_scheduler(
-        name, opt, num_warmup_steps=cfg.optim.warmup_steps, num_training_steps=total
+    total = cfg.optim.max_steps * cfg.algorithm.num_iterations
+    return opt, lr_schedule(opt, cfg.optim.scheduler, cfg.optim.warmup_steps, total)
+
+
+def lr_schedule(opt, scheduler: str, warmup_steps: int, total_steps: int):
+    """transformers' warmup + ``constant`` or ``cosine`` schedule over ``total_steps`` optimizer
+    steps (the RL update's and ``flowgrpo sft``'s: one name means one curve)."""
+    name = "cosine" if scheduler == "cosine" else "constant_with_warmup"
+    return get_scheduler(
+        name, opt, num_warmup_steps=warmup_steps, num_training_steps=max(total_steps, 1)
     )
 
 

@@ -141,6 +141,7 @@ def train_sft(
     ``sft.target_validity`` or ``sft.max_steps``; ``on_step`` gets each step's line."""
     s = cfg.sft
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=s.lr)
+    schedule = setup.lr_schedule(optimizer, s.scheduler, s.warmup_steps, s.max_steps)
     rng, order = random.Random(s.seed), []
     shared = cfg.logprob_mode == "shared_prompt"  # the run's scoring mode (full: checkpointing)
     history, step, measured = [], 0, None
@@ -159,8 +160,10 @@ def train_sft(
         optimizer.zero_grad()
         loss = completion_backward(model, batch, tokenizer.pad_token_id, s.micro_batch_size,
                                    share_prefix=shared, bf16=s.bf16)  # fmt: skip
+        lr = optimizer.param_groups[0]["lr"]  # the rate this step ran with
         optimizer.step()
-        line = {"step": step, "loss": loss, "seconds": time.perf_counter() - started}
+        schedule.step()
+        line = {"step": step, "loss": loss, "lr": lr, "seconds": time.perf_counter() - started}
         if (step >= s.eval_from and step % s.eval_every == 0) or step == s.max_steps:
             measured = _timed_check(model, tokenizer, cfg, prompt, held_out)
             line.update(measured)

@@ -2,6 +2,7 @@
 run whose adapter a known-optimum run starts from (``model.init_adapter``)."""
 
 import json
+import math
 import random
 from collections import Counter
 
@@ -125,11 +126,38 @@ def test_the_fresh_adapter_is_checked_only_when_eval_from_is_0(eval_from, checke
     assert result.steps == 3 and result.final["samples"] == 1, "the last step's check"
 
 
+C1, C3 = 0.5 * (1 + math.cos(math.pi / 4)), 0.5 * (1 + math.cos(3 * math.pi / 4))
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "warmup", "factors"),
+    [
+        ("constant", 0, [1, 1, 1, 1]),
+        ("constant", 2, [0, 1 / 2, 1, 1]),
+        ("cosine", 0, [1, C1, 1 / 2, C3]),
+        ("cosine", 1, [0, 1, 3 / 4, 1 / 4]),
+    ],
+)  # after a warmup of 1: (1 + cos(pi * j / 3)) / 2 for j = 0, 1, 2
+def test_each_step_runs_at_the_scheduled_learning_rate(scheduler, warmup, factors):
+    settings = (*SMOKE, "sft.max_steps=4", "sft.eval_every=4", "sft.eval_from=4",
+                "sft.eval_problems=1", "sft.eval_k=1", "sft.target_validity=null", "sft.lr=0.01",
+                f"sft.scheduler={scheduler}", f"sft.warmup_steps={warmup}")  # fmt: skip
+    cfg = load_config("configs/tiny-known-optimum.yaml", settings)
+    run = prepare_sft(cfg)
+    lines = []
+    train_sft(run.model, run.tokenizer, cfg, run.prompt, run.pairs, run.held_out, lines.append)
+    assert [line["lr"] for line in lines] == pytest.approx([0.01 * f for f in factors], abs=1e-12)
+
+
 def test_bad_sft_settings_name_the_field():
     with pytest.raises(ConfigError, match=r"sft\.data"):
         load_config(None, ("sft.data=csv:x",))
     with pytest.raises(ConfigError, match=r"sft\.target_validity"):
         load_config(None, ("sft.target_validity=1.5",))
+    with pytest.raises(ConfigError, match=r"sft\.scheduler.*constant, cosine"):
+        load_config(None, ("sft.scheduler=linear",))
+    with pytest.raises(ConfigError, match=r"sft\.warmup_steps"):
+        load_config(None, ("sft.warmup_steps=-1",))
 
 
 @pytest.mark.slow
