@@ -68,6 +68,25 @@ def search_files(
     return shared / "search.json", shared / "pairs.jsonl"
 
 
+STAMP = "config.sha256"
+
+
+def check_config_stamp(folder: Path, config: str) -> None:
+    """The folders are named by the config's *path* and the ``--set``s; the file's content is
+    stamped in ``FOLDER/config.sha256`` (written on first use, also into a folder built before
+    stamps: its parts are trusted as they are), and a folder stamped with another content of
+    the config is refused, not reused: its search and start were made by other settings."""
+    digest = hashlib.sha256(Path(config).read_bytes()).hexdigest()
+    stamp = folder / STAMP
+    if not stamp.exists():
+        stamp.write_text(digest + "\n", encoding="utf-8")
+        return
+    if stamp.read_text(encoding="utf-8").strip() != digest:
+        sys.exit(f"error: {folder} was built from another version of {config} (its sha256 is in "
+                 f"{stamp}); restore that config, or delete {folder} to build it again with "
+                 "this one")  # fmt: skip
+
+
 def _flowgrpo(args: list[str], what: str) -> None:
     exe = shutil.which("flowgrpo")
     cmd = [exe] if exe else [sys.executable, "-m", "flowgrpo.trainer.cli"]
@@ -85,6 +104,8 @@ def build_label_start(recipe: LabelStart, config: str, sets: list[str], folder: 
     adapter = folder / "start"
     folder.mkdir(parents=True, exist_ok=True)
     search.parent.mkdir(parents=True, exist_ok=True)
+    for part in dict.fromkeys((search.parent, folder)):  # the search's folder may be the start's
+        check_config_stamp(part, config)
     common = ["--config", config]
     for value in [*sets, *recipe.overrides()]:
         common += ["--set", value]

@@ -46,6 +46,18 @@ def test_a_start_built_before_searches_were_shared_keeps_its_own_search(tmp_path
         folder / "search.json", folder / "pairs.jsonl")  # fmt: skip
 
 
+def test_a_folder_built_from_another_version_of_the_config_is_refused(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("sft:\n  lr: 0.0005\n")
+    folder = tmp_path / "label-start-x"
+    folder.mkdir()
+    label_start.check_config_stamp(folder, str(config))  # the first use stamps it
+    label_start.check_config_stamp(folder, str(config))  # the same content: reused
+    config.write_text("sft:\n  lr: 0.001\n")
+    with pytest.raises(SystemExit, match=r"another version of .*c\.yaml.*delete .*label-start-x"):
+        label_start.check_config_stamp(folder, str(config))
+
+
 @pytest.mark.slow
 def test_the_start_is_trained_on_each_labels_first_pick_and_built_once(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
