@@ -18,6 +18,9 @@ class OptimConfig:
     Attributes:
         lr: AdamW learning rate of the LoRA weights. warmup_steps: linear warmup.
         scheduler: constant or cosine (after warmup). weight_decay: AdamW decay.
+        min_lr_rate: with ``cosine``, the floor the rate decays to, as a fraction of ``lr``
+            (0: to zero; transformers' ``cosine_with_min_lr``, TRL's
+            ``lr_scheduler_kwargs={"min_lr_rate": ...}``).
         max_steps: optimizer steps. max_grad_norm: clipping threshold (0 = off).
         seed: initialisation seed (identical on every rank).
         bf16: run the update's forward passes (policy, reference, scoring) under bfloat16
@@ -33,6 +36,7 @@ class OptimConfig:
     weight_decay: float = 0.0
     warmup_steps: int = 0
     scheduler: Literal["constant", "cosine"] = "constant"
+    min_lr_rate: float = 0.0
     max_steps: int = 30
     max_grad_norm: float = 1.0
     seed: int = 0
@@ -41,6 +45,14 @@ class OptimConfig:
     def __post_init__(self):
         check(self.lr > 0 and math.isfinite(self.lr), "optim.lr", "must be a positive number")
         check(self.scheduler in ("constant", "cosine"), "optim.scheduler", "use constant or cosine")
+        check(
+            0 <= self.min_lr_rate <= 1, "optim.min_lr_rate", "must be a fraction of lr in [0, 1]"
+        )
+        check(
+            self.min_lr_rate == 0 or self.scheduler == "cosine",
+            "optim.min_lr_rate",
+            "is the floor of the cosine decay: set optim.scheduler=cosine, or leave it 0",
+        )
         check(self.max_steps >= 1, "optim.max_steps", "must be >= 1")
         check(self.max_grad_norm >= 0, "optim.max_grad_norm", "must be >= 0 (0 disables)")
         check(isinstance(self.bf16, bool), "optim.bf16", "must be true or false")

@@ -75,21 +75,31 @@ def optimizer(cfg, model):
     One scheduler step per optimizer step (``optim.max_steps * algorithm.num_iterations`` in
     all). The LR factor of optimizer step ``s``: ``s / warmup_steps`` while ``s < warmup_steps``
     (transformers' convention: step 0 of a warmup has LR 0), then 1 (constant) or
-    ``0.5 * (1 + cos(pi * (s - warmup) / (total - warmup)))`` (cosine).
+    ``m + (1 - m) * 0.5 * (1 + cos(pi * (s - warmup) / (total - warmup)))`` (cosine, ``m`` =
+    ``optim.min_lr_rate``, 0 by default).
     """
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
     total = cfg.optim.max_steps * cfg.algorithm.num_iterations
-    return opt, lr_schedule(opt, cfg.optim.scheduler, cfg.optim.warmup_steps, total)
+    o = cfg.optim
+    return opt, lr_schedule(opt, o.scheduler, o.warmup_steps, total, o.min_lr_rate)
 
 
-def lr_schedule(opt, scheduler: str, warmup_steps: int, total_steps: int):
+def lr_schedule(opt, scheduler: str, warmup_steps: int, total_steps: int, min_lr_rate=0.0):
     """transformers' warmup + ``constant`` or ``cosine`` schedule over ``total_steps`` optimizer
-    steps (the RL update's and ``flowgrpo sft``'s: one name means one curve)."""
-    name = "cosine" if scheduler == "cosine" else "constant_with_warmup"
+    steps (the RL update's and ``flowgrpo sft``'s: one name means one curve); ``min_lr_rate``
+    > 0: the cosine decays to that fraction of the rate (``cosine_with_min_lr``)."""
+    name, extra = "constant_with_warmup", None
+    if scheduler == "cosine":
+        name = "cosine_with_min_lr" if min_lr_rate > 0 else "cosine"
+        extra = {"min_lr_rate": min_lr_rate} if min_lr_rate > 0 else None
     return get_scheduler(
-        name, opt, num_warmup_steps=warmup_steps, num_training_steps=max(total_steps, 1)
+        name,
+        opt,
+        num_warmup_steps=warmup_steps,
+        num_training_steps=max(total_steps, 1),
+        scheduler_specific_kwargs=extra,
     )
 
 
