@@ -45,9 +45,7 @@ class OptimConfig:
     def __post_init__(self):
         check(self.lr > 0 and math.isfinite(self.lr), "optim.lr", "must be a positive number")
         check(self.scheduler in ("constant", "cosine"), "optim.scheduler", "use constant or cosine")
-        check(
-            0 <= self.min_lr_rate <= 1, "optim.min_lr_rate", "must be a fraction of lr in [0, 1]"
-        )
+        check(0 <= self.min_lr_rate <= 1, "optim.min_lr_rate", "must be a fraction of lr in [0, 1]")
         check(
             self.min_lr_rate == 0 or self.scheduler == "cosine",
             "optim.min_lr_rate",
