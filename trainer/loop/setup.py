@@ -79,27 +79,25 @@ def optimizer(cfg, model):
     ``optim.min_lr_rate``, 0 by default).
     """
 
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
-    total = cfg.optim.max_steps * cfg.algorithm.num_iterations
     o = cfg.optim
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=o.lr, weight_decay=o.weight_decay)
+    total = o.max_steps * cfg.algorithm.num_iterations
     return opt, lr_schedule(opt, o.scheduler, o.warmup_steps, total, o.min_lr_rate)
 
 
 def lr_schedule(opt, scheduler: str, warmup_steps: int, total_steps: int, min_lr_rate=0.0):
     """transformers' warmup + ``constant`` or ``cosine`` schedule over ``total_steps`` optimizer
-    steps (the RL update's and ``flowgrpo sft``'s: one name means one curve); ``min_lr_rate``
-    > 0: the cosine decays to that fraction of the rate (``cosine_with_min_lr``)."""
-    name, extra = "constant_with_warmup", None
-    if scheduler == "cosine":
-        name = "cosine_with_min_lr" if min_lr_rate > 0 else "cosine"
-        extra = {"min_lr_rate": min_lr_rate} if min_lr_rate > 0 else None
+    steps (the RL update's and ``flowgrpo sft``'s: one name means one curve). The cosine is
+    transformers' ``cosine_with_min_lr``: it decays to ``min_lr_rate`` x the rate (0: the plain
+    cosine, the same factors)."""
+    cosine = scheduler == "cosine"
     return get_scheduler(
-        name,
+        "cosine_with_min_lr" if cosine else "constant_with_warmup",
         opt,
         num_warmup_steps=warmup_steps,
         num_training_steps=max(total_steps, 1),
-        scheduler_specific_kwargs=extra,
+        scheduler_specific_kwargs={"min_lr_rate": min_lr_rate} if cosine else None,
     )
 
 
