@@ -69,6 +69,10 @@ def search_files(
 
 
 STAMP = "config.sha256"
+# The SFT rate of every label start recorded (the library's default). The known-optimum
+# config's format start runs at 1e-3 (60 steps from a prompt without labels); the label start's
+# 120 steps on each label's first pick were measured at this rate and keep it.
+SFT_LR = 5e-4
 
 
 def check_config_stamp(folder: Path, config: str) -> None:
@@ -122,7 +126,8 @@ def build_label_start(recipe: LabelStart, config: str, sets: list[str], folder: 
             shutil.rmtree(adapter)
         steps = recipe.sft_steps
         sft = [f"sft.data=jsonl:{pairs}", f"sft.max_steps={steps}", f"sft.eval_every={steps}",
-               f"sft.eval_from={steps}", "sft.target_validity=null"]  # fmt: skip
+               f"sft.eval_from={steps}", "sft.target_validity=null",
+               f"sft.lr={SFT_LR!r}"]  # fmt: skip
         _flowgrpo(["sft", *common, *(a for s in sft for a in ("--set", s)), "--out", str(adapter)],
                   "SFT")  # fmt: skip
     return adapter

@@ -8,7 +8,10 @@ from study_loader import load_study
 from studylib import label_start
 from studylib.label_start import LabelStart, build_label_start, search_files, start_folder
 
+from flowgrpo.trainer.config import load_config
+
 REPO = Path(__file__).parents[3]
+CONFIG = "configs/known-optimum.yaml"
 FEW = ("Programmer", "AnswerGenerate", "Programmer -> Review ? Revise : done")
 
 
@@ -56,6 +59,22 @@ def test_a_folder_built_from_another_version_of_the_config_is_refused(tmp_path):
     config.write_text("sft:\n  lr: 0.001\n")
     with pytest.raises(SystemExit, match=r"another version of .*c\.yaml.*delete .*label-start-x"):
         label_start.check_config_stamp(folder, str(config))
+
+
+def test_the_label_start_keeps_the_sft_rate_it_was_measured_with(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    folder = tmp_path / "ls"
+    folder.mkdir()
+    for name in ("search.json", "pairs.jsonl"):  # the search done: only the SFT runs
+        (folder / name).write_text("{}\n")
+    calls = []
+    monkeypatch.setattr(label_start, "_flowgrpo", lambda args, what: calls.append(args))
+    build_label_start(LabelStart(("difficulty",), 600, 3), CONFIG, [], folder)
+    [sft] = calls
+    sets = tuple(sft[i + 1] for i, a in enumerate(sft) if a == "--set")
+    assert sft[0] == "sft"
+    assert load_config(CONFIG).sft.lr == 1e-3  # the format start's rate, not the label start's
+    assert load_config(CONFIG, sets).sft.lr == 5e-4 == label_start.SFT_LR
 
 
 @pytest.mark.slow
