@@ -43,6 +43,12 @@ class RolloutConfig:
             (docs/BENCHMARKS.md); the rollouts are then drawn from a bf16-rounded policy, the
             rollout-training mismatch of Yao et al. 2025 ("Your Efficient RL Framework Secretly
             Brings You Off-Policy RL Training"), not importance-corrected here.
+        packed_weights: on a CPU with oneDNN, sample (training rollouts, the held-out
+            evaluation, the SFT checks) on copies of the Linear weights packed into oneDNN's
+            layout, as PyTorch's compiler does for CPU inference: a decoding step of SmolLM2-135M
+            takes 0.5-0.7x the time (docs/BENCHMARKS.md, "Packed weights"); the products equal
+            torch's default kernel's to float rounding (< 1e-3 on the logits). false: the
+            default kernel, bit for bit as before. No effect on a GPU.
         logprob_mode: shared_prompt (prompt computed once per group) or full.
         constrained: off or grammar (sample and score only grammar-valid text; CONSTRAINED.md).
         execute: run valid workflows with the executor (the ``executor`` section; accuracy/cost
@@ -90,6 +96,7 @@ class RolloutConfig:
     max_new_tokens: int = 40
     generate_merged: bool = True
     sample_dtype: Literal["model", "bfloat16"] = "model"
+    packed_weights: bool = True
     logprob_mode: Literal["shared_prompt", "full"] = "shared_prompt"
     constrained: Literal["off", "grammar"] = "off"
     execute: bool = True

@@ -14,6 +14,9 @@ from collections.abc import Iterator
 
 import torch
 from peft import LoraConfig, get_peft_model
+from peft.tuners.tuners_utils import BaseTunerLayer
+
+from flowgrpo.operators.packed_weights import packed_linears
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +55,13 @@ def count_parameters(model) -> tuple[int, int]:
     return trainable, sum(p.numel() for p in model.parameters())
 
 
+def adapters_disabled(model) -> bool:
+    """Whether peft's ``disable_adapter()`` is on. A disabled layer unmerges itself in its
+    own forward, so merging then would be undone mid-call, after :func:`sampling_policy` packed
+    the merged weights: the base model would be sampled with the adapter in it."""
+    return any(isinstance(m, BaseTunerLayer) and m.disable_adapters for m in model.modules())
+
+
 @contextlib.contextmanager
 def merged_adapter(model, enabled: bool = True) -> Iterator[None]:
     """Generate on merged LoRA weights (faster than the unmerged adapter), unmerge afterwards.
@@ -62,7 +72,7 @@ def merged_adapter(model, enabled: bool = True) -> Iterator[None]:
     and copied back afterwards: they are bit-identical after every step.
     """
 
-    can_merge = enabled and hasattr(model, "merge_adapter")
+    can_merge = enabled and hasattr(model, "merge_adapter") and not adapters_disabled(model)
     stash = {}
     if can_merge:
         with torch.no_grad():
@@ -79,6 +89,29 @@ def merged_adapter(model, enabled: bool = True) -> Iterator[None]:
             with torch.no_grad():
                 for name, saved in stash.items():
                     params[name].copy_(saved)
+
+
+@contextlib.contextmanager
+def sampling_policy(
+    model, merge: bool, dtype: torch.dtype | None, rows: int, packed: bool
+) -> Iterator[None]:
+    """The policy as a ``generate`` call samples it: in eval mode, without gradients, on its
+    weights with the LoRA adapter merged (:func:`merged_adapter`), cast to ``dtype``
+    (:func:`parameters_as`), then packed for oneDNN for a batch of ``rows`` on a CPU
+    (:func:`flowgrpo.operators.packed_weights.packed_linears`). Each is undone on the way out
+    (the base weights bit for bit, the training mode as it was)."""
+    was_training = model.training
+    model.eval()
+    try:
+        with (
+            torch.no_grad(),
+            merged_adapter(model, merge),
+            parameters_as(model, dtype),
+            packed_linears(model, rows, packed),
+        ):
+            yield
+    finally:
+        model.train(was_training)
 
 
 @contextlib.contextmanager

@@ -32,7 +32,7 @@ from flowgrpo.trainer.loop.constrain import (
     pad_bits,
 )
 from flowgrpo.trainer.loop.endgame import EndGame
-from flowgrpo.trainer.loop.policy import merged_adapter, parameters_as
+from flowgrpo.trainer.loop.policy import sampling_policy
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
 from flowgrpo.trainer.loop.sampler import InverseCdfSampler, sampling_processors
 
@@ -179,6 +179,7 @@ def generate_rollout(
     constrained: str = "off",
     limits=None,
     dtype: torch.dtype | None = None,
+    packed: bool = True,
 ) -> Rollout:
     """Sample ``group_size`` completions for each problem in one batched ``generate`` call.
 
@@ -189,7 +190,10 @@ def generate_rollout(
     cannot continue with, and finishes every row inside ``max_new_tokens`` and the call budget
     of ``limits`` (the run's dsl StaticLimits; :mod:`.constrain`, :mod:`.endgame`); ``off``: free.
     ``dtype``: sample on copies of the (merged) weights in this dtype
-    (:func:`.policy.parameters_as`; None: the model's own).
+    (:func:`.policy.parameters_as`; None: the model's own). ``packed``: on a CPU, decode on
+    oneDNN-packed copies of the Linear weights (:mod:`flowgrpo.operators.packed_weights`: the
+    same products up to float rounding, 0.5-0.7x a decoding step's time). All of it:
+    :func:`.policy.sampling_policy`.
     """
     start = time.perf_counter()
     prompt = prompt if prompt is not None else PolicyPrompt()
@@ -198,26 +202,22 @@ def generate_rollout(
     enc = _left_padded(tokenizer, texts)
     device = next(model.parameters()).device
     eos = _eos_ids(model, tokenizer)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad(), merged_adapter(model, merge), parameters_as(model, dtype):
-            ids = enc["input_ids"].to(device).repeat_interleave(group_size, dim=0)
-            mask = enc["attention_mask"].to(device).repeat_interleave(group_size, dim=0)
-            grammar = _grammar_mask(constrained, model, tokenizer, problems, ids, prompt,
-                                    limits, max_new_tokens)  # fmt: skip
-            sampling, extra = _sampling(grammar, top_p, temperature)
-            if prefill_once:
-                extra[cache_keyword(model)] = prefill_prompts(
-                    model, prompt_ids, group_size, max_new_tokens
-                )
-            out = model.generate(
-                input_ids=ids, attention_mask=mask, **sampling, **extra,
-                max_new_tokens=max_new_tokens, eos_token_id=eos,
-                pad_token_id=tokenizer.pad_token_id,
-            )  # fmt: skip
-    finally:
-        model.train(was_training)
+    rows = len(problems) * group_size
+    with sampling_policy(model, merge, dtype, rows, packed):
+        ids = enc["input_ids"].to(device).repeat_interleave(group_size, dim=0)
+        mask = enc["attention_mask"].to(device).repeat_interleave(group_size, dim=0)
+        grammar = _grammar_mask(constrained, model, tokenizer, problems, ids, prompt,
+                                limits, max_new_tokens)  # fmt: skip
+        sampling, extra = _sampling(grammar, top_p, temperature)
+        if prefill_once:
+            extra[cache_keyword(model)] = prefill_prompts(
+                model, prompt_ids, group_size, max_new_tokens
+            )
+        out = model.generate(
+            input_ids=ids, attention_mask=mask, **sampling, **extra,
+            max_new_tokens=max_new_tokens, eos_token_id=eos,
+            pad_token_id=tokenizer.pad_token_id,
+        )  # fmt: skip
     completions = out[:, ids.shape[1] :].cpu()
     seconds = time.perf_counter() - start
     rollout = _make_rollout(problems, group_size, prompt_ids, completions, eos, tokenizer, seconds)

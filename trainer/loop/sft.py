@@ -119,7 +119,15 @@ def measure_validity(model, tokenizer, cfg, prompt: PolicyPrompt, problems) -> d
     for i in range(0, len(problems), CHECK_BATCH):
         chunk = problems[i : i + CHECK_BATCH]
         rollout = generate_rollout(
-            model, tokenizer, chunk, k, r.temperature, 1.0, r.max_new_tokens, prompt=prompt
+            model,
+            tokenizer,
+            chunk,
+            k,
+            r.temperature,
+            1.0,
+            r.max_new_tokens,
+            prompt=prompt,
+            packed=r.packed_weights,
         )
         samples += prepare_samples(chunk, rollout.texts, k, execute=False,
                                    operators=prompt.operators)  # fmt: skip

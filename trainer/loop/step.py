@@ -141,6 +141,7 @@ def sample(env: StepEnv, problems: Sequence[Problem], temperature: float | None 
         constrained=r.constrained,
         limits=sampling_limits(run.limits),
         dtype=None if r.sample_dtype == "model" else getattr(torch, r.sample_dtype),
+        packed=r.packed_weights,
     )  # fmt: skip  (constrained: within the call budget the run's executor enforces)
 
 

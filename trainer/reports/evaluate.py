@@ -41,6 +41,8 @@ class EvalSettings:
             (SmolLM2-135M, 2 CPU cores: 126 ms a step for 16 rows, 301 ms for 64; one-off
             timing in docs/BENCHMARKS.md); the distribution sampled does not depend on it,
             only which random draws each row gets.
+        packed_weights: sample on oneDNN-packed Linear weights on a CPU
+            (``rollout.packed_weights``).
 
     A checkpoint is evaluated as trained: :func:`settings_of_run` takes max_new_tokens,
     temperature, top_p and constrained from its run's config.yaml.
@@ -56,6 +58,7 @@ class EvalSettings:
     execute: bool = True
     constrained: str = "off"
     batch: int = 16
+    packed_weights: bool = True
 
     def __post_init__(self):
         check(self.n >= 1, "eval.n", f"must be >= 1 (--n), got {self.n!r}")
@@ -78,6 +81,7 @@ def settings_of_run(
     constrained) are the run's (``run_config``: its TrainConfig, or None for the defaults)
     unless given."""
     rollout, default = getattr(run_config, "rollout", None), EvalSettings()
+    kwargs.setdefault("packed_weights", (rollout or default).packed_weights)
     return EvalSettings(
         max_new_tokens=max_new_tokens or (rollout or default).max_new_tokens,
         temperature=temperature or (rollout or default).temperature,
@@ -202,7 +206,7 @@ def _policy_writer(model, tokenizer, settings, limits, prompt):
         return generate_rollout(
             model, tokenizer, chunk, settings.k, temperature, settings.top_p,
             settings.max_new_tokens, prompt=prompt, constrained=settings.constrained,
-            limits=sampling_limits(limits),
+            limits=sampling_limits(limits), packed=settings.packed_weights,
         ).texts  # fmt: skip
 
     return write

@@ -98,3 +98,44 @@ def test_the_prefill_runs_the_shared_prefix_once_and_caches_what_a_full_prompt_w
             for got, want in ((layer.keys, ref.keys), (layer.values, ref.values)):
                 rows = got[2 * b : 2 * b + 2, :, pad:width]
                 assert torch.allclose(rows, want.expand_as(rows), atol=1e-5)
+
+
+def test_packed_weights_give_the_same_greedy_completions():
+    """rollout.packed_weights samples on oneDNN-packed copies of the Linear weights: the same
+    products to rounding, so the same greedy tokens on the tiny model (merged LoRA included)."""
+    model, tok = lora_model()
+    packed = generate_rollout(model, tok, PROBLEMS, 3, 0.0, 1.0, 12, packed=True)
+    plain = generate_rollout(model, tok, PROBLEMS, 3, 0.0, 1.0, 12, packed=False)
+    assert torch.equal(packed.completion_ids_NT, plain.completion_ids_NT)
+
+
+def test_the_packed_switch_reaches_the_sampling_block(monkeypatch):
+    """``packed`` is what decides: the block is asked to pack with the rows of the call, or not."""
+    import flowgrpo.trainer.loop.policy as policy_module
+
+    seen = []
+    real = policy_module.packed_linears
+
+    def spy(model, rows, enabled=True):
+        seen.append((rows, enabled))
+        return real(model, rows, enabled)
+
+    monkeypatch.setattr(policy_module, "packed_linears", spy)
+    model, tok = lora_model()
+    generate_rollout(model, tok, PROBLEMS, 3, 0.0, 1.0, 4, packed=False)
+    generate_rollout(model, tok, PROBLEMS, 3, 0.0, 1.0, 4)
+    assert seen == [(6, False), (6, True)]
+
+
+def test_with_the_adapter_disabled_the_base_model_is_sampled():
+    """peft unmerges a disabled layer inside its own forward; merging (and packing the merged
+    weights) under ``disable_adapter()`` would sample the adapter in the base model."""
+    model, tok = lora_model()
+    base, _ = build_tiny_model(seed=1)
+    base.generation_config.eos_token_id = None
+    plain = generate_rollout(base, tok, PROBLEMS, 2, 0.0, 1.0, 12)
+    adapted = generate_rollout(model, tok, PROBLEMS, 2, 0.0, 1.0, 12)
+    with model.disable_adapter():
+        disabled = generate_rollout(model, tok, PROBLEMS, 2, 0.0, 1.0, 12)
+    assert not torch.equal(adapted.completion_ids_NT, plain.completion_ids_NT), "B is not 0"
+    assert torch.equal(disabled.completion_ids_NT, plain.completion_ids_NT)

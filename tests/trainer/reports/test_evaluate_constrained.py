@@ -38,3 +38,10 @@ def test_eval_options_override_the_runs_mode():
 def test_an_unknown_mode_names_the_field():
     with pytest.raises(ValueError, match=r"eval\.constrained"):
         EvalSettings(constrained="regex")
+
+
+def test_settings_of_a_run_take_its_packed_weights_switch():
+    run = load_config(None, ("rollout.packed_weights=false",))
+    assert settings_of_run(run).packed_weights is False
+    assert settings_of_run(None).packed_weights is True
+    assert settings_of_run(run, packed_weights=True).packed_weights is True

@@ -1,0 +1,82 @@
+"""Decoding on a CPU with every ``nn.Linear`` weight pre-packed for oneDNN.
+
+Why: a decoding step multiplies a few rows (the batch) by every weight of the model. For so few
+rows torch's default CPU kernel streams a float32 weight at about 6 GB/s on this project's CPUs,
+a third of what the memory delivers; oneDNN's kernel on the same weight reordered once into its
+blocked layout runs 2-4x faster on SmolLM2-135M's output layer, and a whole decoding step of
+8-16 rows takes 0.5-0.7x the time (docs/BENCHMARKS.md, "Packed weights"). PyTorch's own
+compiler does the same when it freezes a model for CPU inference (inductor's weight
+prepacking, ``torch.ops.mkldnn._reorder_linear_weight`` / ``_linear_pointwise``).
+
+The product is the same matrix product summed in another order: outputs differ from
+``F.linear``'s by float rounding (logits of SmolLM2 by < 1e-3; a test checks the tolerance), so
+a sampled token can differ only where a draw falls within rounding of a boundary.
+
+Packing is for the duration of a block (:func:`packed_linears`): weights merged or cast inside
+it (``merged_adapter``, ``parameters_as``) are packed as they are then, and every module gets its
+own ``forward`` back afterwards. Outside a CPU with oneDNN, or for another dtype or a subclass
+of ``nn.Linear`` (quantised layers), it changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import Iterator
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+#: The weight dtypes oneDNN's packed kernel is used for.
+PACKED_DTYPES = (torch.float32, torch.bfloat16)
+
+
+def packing_available() -> bool:
+    """Whether this torch has the oneDNN CPU kernels :func:`packed_linears` calls."""
+    ops = getattr(torch.ops, "mkldnn", None)
+    return (
+        torch.backends.mkldnn.is_available()
+        and hasattr(ops, "_reorder_linear_weight")
+        and hasattr(ops, "_linear_pointwise")
+    )
+
+
+def packable(module: torch.nn.Module) -> bool:
+    """A plain ``nn.Linear`` on the CPU whose weight oneDNN packs (float32 or bf16)."""
+    if type(module) is not torch.nn.Linear:  # subclasses (quantised layers) compute otherwise
+        return False
+    weight = module.weight
+    return weight.device.type == "cpu" and weight.dtype in PACKED_DTYPES and weight.dim() == 2
+
+
+def _packed_forward(packed_w: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor):
+    """``F.linear(x, W, b)`` with ``W`` packed; any number of leading dimensions."""
+    if x.dtype != packed_w.dtype or x.requires_grad:  # autocast or autograd: not this kernel
+        raise RuntimeError("packed Linear weights are for no-grad inference in their own dtype")
+    rows = x.reshape(-1, x.shape[-1])
+    out = torch.ops.mkldnn._linear_pointwise(rows, packed_w, bias, "none", [], "")
+    return out.reshape(*x.shape[:-1], out.shape[-1])
+
+
+@contextlib.contextmanager
+def packed_linears(model: torch.nn.Module, rows: int, enabled: bool = True) -> Iterator[int]:
+    """Run the block with every packable ``nn.Linear`` of ``model`` on a oneDNN-packed copy of
+    its weight (``rows``: the batch the kernel is tuned for, the decoding batch). Yields how many
+    modules were packed (0: nothing changed: disabled, no oneDNN, or no packable layer).
+
+    For inference only (``torch.no_grad``): a packed layer raises on an input that needs a
+    gradient. The copies live for the block (one more copy of the packed weights' bytes).
+    """
+    modules = [m for m in model.modules() if packable(m)] if enabled and packing_available() else []
+    try:
+        with torch.no_grad():
+            for module in modules:
+                packed_w = torch.ops.mkldnn._reorder_linear_weight(module.weight, max(rows, 1))
+                bias = None if module.bias is None else module.bias.detach()
+                module.forward = functools.partial(_packed_forward, packed_w, bias)
+        yield len(modules)
+    finally:
+        for module in modules:
+            module.__dict__.pop("forward", None)  # the class's own forward again
