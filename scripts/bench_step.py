@@ -11,6 +11,7 @@ times; the first step of each run is warm-up and not counted.
     python scripts/bench_step.py --impl ours --steps 6         # one side only
     python scripts/bench_step.py --impl grammar --steps 6 --repeats 3   # the mask's cost
     python scripts/bench_step.py --impl bf16 --steps 6 --repeats 2   # the bf16 arms, both sides
+    python scripts/bench_step.py --impl packed --steps 6 --repeats 2   # packed weights or not
     python scripts/bench_step.py --model random:qwen2.5-1.5b --device cuda --dtype bfloat16
 
 ``--model``/``--device``/``--dtype`` run the same setting on another model (a ``random:<shape>``
@@ -24,7 +25,8 @@ update), as a share of the step. ``ours_bf16`` is flowgrpo sampling on bf16 copi
 weights (``rollout.sample_dtype=bfloat16``; the update in float32); ``ours_mixed`` also runs the
 update's forward passes on bf16 copies of the frozen weights (``optim.bf16=true``); ``trl_bf16``
 is TRL with ``bf16=True`` (its mixed precision: float32 weights under bf16 autocast), the
-like-for-like baseline of those two.
+like-for-like baseline of those two. ``ours_unpacked`` samples with torch's default CPU kernel
+instead of oneDNN-packed weights (``rollout.packed_weights=false``), flowgrpo before packing.
 
 TRL is an optional benchmark dependency only (not a flowgrpo requirement).
 """
@@ -213,6 +215,7 @@ OURS = {
     "grammar": (),
     "ours_bf16": ("rollout.sample_dtype=bfloat16",),
     "ours_mixed": ("rollout.sample_dtype=bfloat16", "optim.bf16=true"),
+    "ours_unpacked": ("rollout.packed_weights=false",),
 }
 #: TRL's arms and the ``GRPOConfig`` fields each sets over the shared setting; ``trl_bf16``: HF
 #: Trainer's mixed precision (float32 weights under bf16 autocast), the TRL side of ``ours_mixed``.
@@ -250,7 +253,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument(
         "--impl",
-        choices=[*CHILDREN, "pair", "bf16", "all"],
+        choices=[*CHILDREN, "pair", "bf16", "packed", "all"],
         default="all",
     )
     parser.add_argument("--child", choices=CHILDREN)
@@ -266,6 +269,7 @@ def main() -> None:
         "pair": ["ours", "trl"],
         "grammar": ["ours", "grammar"],
         "bf16": ["ours", "ours_bf16", "ours_mixed", "trl", "trl_bf16"],
+        "packed": ["ours", "ours_unpacked", "trl"],
     }
     impls = groups.get(args.impl, [args.impl])
     results: dict[str, list[dict]] = {i: [] for i in impls}
@@ -285,10 +289,12 @@ def main() -> None:
             f"{max(r['peak_rss_gb'] for r in runs):.2f} GB  mean completion length "
             f"{statistics.mean(r['mean_length'] for r in runs):.1f}"
         )
-    for ours in ("ours", "ours_bf16", "ours_mixed"):
+    for ours in ("ours", "ours_bf16", "ours_mixed", "ours_unpacked"):
         for base in TRL:
             if ours in summary and base in summary:
                 print(f"{ours} / {base} = {summary[ours] / summary[base]:.2f}")
+    if "ours_unpacked" in summary:
+        print(f"ours / ours_unpacked = {summary['ours'] / summary['ours_unpacked']:.2f}")
     if "grammar" in summary:
         _print_mask_share(results["grammar"], summary)
 
