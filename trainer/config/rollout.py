@@ -44,11 +44,12 @@ class RolloutConfig:
             rollout-training mismatch of Yao et al. 2025 ("Your Efficient RL Framework Secretly
             Brings You Off-Policy RL Training"), not importance-corrected here.
         packed_weights: on a CPU with oneDNN, sample (training rollouts, the held-out
-            evaluation, the SFT checks) on copies of the Linear weights packed into oneDNN's
-            layout, as PyTorch's compiler does for CPU inference: a decoding step of SmolLM2-135M
-            takes 0.5-0.7x the time (docs/BENCHMARKS.md, "Packed weights"); the products equal
-            torch's default kernel's to float rounding (< 1e-3 on the logits). false: the
-            default kernel, bit for bit as before. No effect on a GPU.
+            evaluation) on copies of the Linear weights packed into oneDNN's layout, as
+            PyTorch's compiler does for CPU inference: a decoding step of SmolLM2-135M takes
+            0.5-0.7x the time (docs/BENCHMARKS.md, "Packed weights"); the products equal torch's
+            default kernel's to float rounding (< 1e-3 on the logits). false: the default
+            kernel, bit for bit as before. No effect on a GPU, nor on ``flowgrpo sft``'s check
+            (its memory peak).
         logprob_mode: shared_prompt (prompt computed once per group) or full.
         constrained: off or grammar (sample and score only grammar-valid text; CONSTRAINED.md).
         execute: run valid workflows with the executor (the ``executor`` section; accuracy/cost

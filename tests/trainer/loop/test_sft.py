@@ -126,6 +126,26 @@ def test_the_fresh_adapter_is_checked_only_when_eval_from_is_0(eval_from, checke
     assert result.steps == 3 and result.final["samples"] == 1, "the last step's check"
 
 
+def test_the_sft_check_samples_without_packed_weights(monkeypatch):
+    """The check runs beside the optimizer state, where a packed copy of the weights lifted the
+    known-optimum start's peak RSS over 2 GB (docs/BENCHMARKS.md): it never packs."""
+    import flowgrpo.trainer.loop.sft as sft_module
+
+    asked, real = [], sft_module.generate_rollout
+
+    def recording(*args, **kwargs):
+        asked.append(kwargs.get("packed", True))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sft_module, "generate_rollout", recording)
+    settings = (*SMOKE, "sft.eval_every=1", "sft.eval_problems=1", "sft.eval_k=1",
+                "sft.target_validity=null", "rollout.packed_weights=true")  # fmt: skip
+    cfg = load_config("configs/tiny-known-optimum.yaml", settings)
+    run = prepare_sft(cfg)
+    train_sft(run.model, run.tokenizer, cfg, run.prompt, run.pairs, run.held_out)
+    assert asked and not any(asked)
+
+
 C1, C3 = 0.5 * (1 + math.cos(math.pi / 4)), 0.5 * (1 + math.cos(3 * math.pi / 4))
 
 
