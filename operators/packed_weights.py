@@ -45,11 +45,19 @@ def packing_available() -> bool:
 
 
 def packable(module: torch.nn.Module) -> bool:
-    """A plain ``nn.Linear`` on the CPU whose weight oneDNN packs (float32 or bf16)."""
+    """A plain ``nn.Linear`` on the CPU whose weight oneDNN packs: float32, or bf16 where the
+    CPU multiplies bf16 itself (elsewhere oneDNN has no bf16 kernel to pack for)."""
     if type(module) is not torch.nn.Linear:  # subclasses (quantised layers) compute otherwise
         return False
     weight = module.weight
-    return weight.device.type == "cpu" and weight.dtype in PACKED_DTYPES and weight.dim() == 2
+    if weight.device.type != "cpu" or weight.dim() != 2 or weight.dtype not in PACKED_DTYPES:
+        return False
+    return weight.dtype != torch.bfloat16 or torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
+def reorder_weight(weight: torch.Tensor, rows: int) -> torch.Tensor:
+    """``weight`` in oneDNN's blocked layout for products with ``rows`` rows (a copy)."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight, max(rows, 1))
 
 
 def _packed_forward(packed_w: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor):
@@ -61,22 +69,42 @@ def _packed_forward(packed_w: torch.Tensor, bias: torch.Tensor | None, x: torch.
     return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
+def _packed_forwards(modules: list, rows: int) -> list:
+    """Each module's packed forward, the kernel tried once on a zero row; [] (with a warning)
+    where this build or CPU refuses it, so that sampling goes on with the default kernel."""
+    try:
+        with torch.no_grad():
+            forwards = []
+            for module in modules:
+                bias = None if module.bias is None else module.bias.detach()
+                forwards.append(
+                    functools.partial(_packed_forward, reorder_weight(module.weight, rows), bias)
+                )
+            if forwards:
+                weight = modules[0].weight
+                forwards[0](torch.zeros(1, weight.shape[1], dtype=weight.dtype))
+        return forwards
+    except RuntimeError as exc:
+        logger.warning("packed Linear weights unavailable (%s); the default kernel is used", exc)
+        return []
+
+
 @contextlib.contextmanager
 def packed_linears(model: torch.nn.Module, rows: int, enabled: bool = True) -> Iterator[int]:
     """Run the block with every packable ``nn.Linear`` of ``model`` on a oneDNN-packed copy of
     its weight (``rows``: the batch the kernel is tuned for, the decoding batch). Yields how many
-    modules were packed (0: nothing changed: disabled, no oneDNN, or no packable layer).
+    modules were packed (0: nothing changed: disabled, no oneDNN, no packable layer, or the
+    kernel refused here).
 
     For inference only (``torch.no_grad``): a packed layer raises on an input that needs a
     gradient. The copies live for the block (one more copy of the packed weights' bytes).
     """
     modules = [m for m in model.modules() if packable(m)] if enabled and packing_available() else []
+    forwards = _packed_forwards(modules, rows)
+    modules = modules if forwards else []
     try:
-        with torch.no_grad():
-            for module in modules:
-                packed_w = torch.ops.mkldnn._reorder_linear_weight(module.weight, max(rows, 1))
-                bias = None if module.bias is None else module.bias.detach()
-                module.forward = functools.partial(_packed_forward, packed_w, bias)
+        for module, forward in zip(modules, forwards, strict=True):
+            module.forward = forward
         yield len(modules)
     finally:
         for module in modules:

@@ -4,12 +4,17 @@ module as it was afterwards."""
 import pytest
 import torch
 
+from flowgrpo.operators import packed_weights
 from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.operators.packed_weights import packable, packed_linears, packing_available
 
-pytestmark = pytest.mark.skipif(
-    not packing_available(), reason="this torch build has no oneDNN CPU kernels"
+pytestmark = pytest.mark.skipif(  # the build, not the function under test, decides
+    not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN (mkldnn)"
 )
+
+
+def test_packing_is_available_where_torch_has_onednn():
+    assert packing_available()
 
 
 def _logits(model, ids):
@@ -73,7 +78,8 @@ def test_only_plain_cpu_linears_in_float32_or_bf16_are_packed():
         pass
 
     assert packable(torch.nn.Linear(4, 3))
-    assert packable(torch.nn.Linear(4, 3).to(torch.bfloat16))
+    bf16_units = torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    assert packable(torch.nn.Linear(4, 3).to(torch.bfloat16)) == bf16_units
     assert not packable(torch.nn.Linear(4, 3).to(torch.float16))
     assert not packable(Quantised(4, 3))
     assert not packable(torch.nn.Embedding(4, 3))
@@ -88,3 +94,20 @@ def test_leading_dimensions_and_bias_are_kept():
             packed = layer(x)
     assert packed.shape == (2, 3, 7)
     torch.testing.assert_close(packed, plain, rtol=1e-5, atol=1e-5)
+
+
+def test_a_kernel_this_cpu_refuses_leaves_every_module_as_it_was(monkeypatch, caplog):
+    """Where oneDNN refuses the reorder (another CPU, another build), sampling goes on with the
+    default kernel and says so, instead of failing inside ``generate``."""
+
+    def refuse(weight, rows):
+        raise RuntimeError("no kernel for this CPU")
+
+    monkeypatch.setattr(packed_weights, "reorder_weight", refuse)
+    model, _ = build_tiny_model(seed=1)
+    ids = torch.tensor([[1, 2, 3]])
+    plain = _logits(model, ids)
+    with packed_linears(model, rows=1) as count:
+        assert count == 0
+        assert torch.equal(_logits(model, ids), plain)
+    assert "default kernel is used" in caplog.text
