@@ -1,8 +1,8 @@
 """Decoding on a CPU with every ``nn.Linear`` weight pre-packed for oneDNN.
 
 Why: a decoding step multiplies a few rows (the batch) by every weight of the model. For so few
-rows torch's default CPU kernel streams a float32 weight at about 6 GB/s on this project's CPUs,
-a third of what the memory delivers; oneDNN's kernel on the same weight reordered once into its
+rows torch's default CPU kernel streamed a float32 weight at about 6 GB/s on a Zen 4 CPU, a
+third of what its memory delivered; oneDNN's kernel on the same weight reordered once into its
 blocked layout runs 2-4x faster on SmolLM2-135M's output layer, and a whole decoding step of
 8-16 rows takes 0.5-0.7x the time (docs/BENCHMARKS.md, "Packed weights"). PyTorch's own
 compiler does the same when it freezes a model for CPU inference (inductor's weight
