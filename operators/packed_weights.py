@@ -69,19 +69,20 @@ def _packed_forward(packed_w: torch.Tensor, bias: torch.Tensor | None, x: torch.
     return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
+def _packed_forward_of(module: torch.nn.Linear, rows: int):
+    """``module``'s forward on a packed copy of its weight."""
+    bias = None if module.bias is None else module.bias.detach()
+    return functools.partial(_packed_forward, reorder_weight(module.weight.detach(), rows), bias)
+
+
 def _packed_forwards(modules: list, rows: int) -> list:
     """Each module's packed forward, the kernel tried once on a zero row; [] (with a warning)
     where this build or CPU refuses it, so that sampling goes on with the default kernel."""
     try:
-        with torch.no_grad():
-            forwards = []
-            for module in modules:
-                bias = None if module.bias is None else module.bias.detach()
-                forwards.append(
-                    functools.partial(_packed_forward, reorder_weight(module.weight, rows), bias)
-                )
-            if forwards:
-                weight = modules[0].weight
+        forwards = [_packed_forward_of(m, rows) for m in modules]
+        if forwards:
+            weight = modules[0].weight
+            with torch.no_grad():
                 forwards[0](torch.zeros(1, weight.shape[1], dtype=weight.dtype))
         return forwards
     except RuntimeError as exc:

@@ -118,18 +118,10 @@ def measure_validity(model, tokenizer, cfg, prompt: PolicyPrompt, problems) -> d
     r, k, samples = cfg.rollout, cfg.sft.eval_k, []
     for i in range(0, len(problems), CHECK_BATCH):
         chunk = problems[i : i + CHECK_BATCH]
-        rollout = generate_rollout(
-            model,
-            tokenizer,
-            chunk,
-            k,
-            r.temperature,
-            1.0,
-            r.max_new_tokens,
-            prompt=prompt,
-            packed=False,  # beside the optimizer state, a packed copy of the weights lifted
-            # the whole SFT's peak RSS from 1.85 to 2.25 GB (docs/BENCHMARKS.md, packed weights)
-        )
+        # not packed: beside the optimizer state the packed copy of the weights lifted the
+        # known-optimum start's peak RSS from 1.83 to 2.25 GB (docs/BENCHMARKS.md)
+        rollout = generate_rollout(model, tokenizer, chunk, k, r.temperature, 1.0,
+                                   r.max_new_tokens, prompt=prompt, packed=False)  # fmt: skip
         samples += prepare_samples(chunk, rollout.texts, k, execute=False,
                                    operators=prompt.operators)  # fmt: skip
     valid = [s.canonical for s in samples if s.valid]

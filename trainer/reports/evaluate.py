@@ -78,8 +78,8 @@ def settings_of_run(
     run_config=None, max_new_tokens=None, temperature=None, constrained=None, **kwargs
 ):
     """EvalSettings whose workflow budget (max_new_tokens) and sampling (temperature, top_p,
-    constrained) are the run's (``run_config``: its TrainConfig, or None for the defaults)
-    unless given."""
+    constrained, packed_weights) are the run's (``run_config``: its TrainConfig, or None for the
+    defaults) unless given."""
     rollout, default = getattr(run_config, "rollout", None), EvalSettings()
     kwargs.setdefault("packed_weights", (rollout or default).packed_weights)
     return EvalSettings(
