@@ -111,3 +111,61 @@ def test_a_kernel_this_cpu_refuses_leaves_every_module_as_it_was(monkeypatch, ca
         assert count == 0
         assert torch.equal(_logits(model, ids), plain)
     assert "default kernel is used" in caplog.text
+
+
+def _frozen(model):
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+def test_the_cache_packs_a_frozen_weight_once_and_again_after_it_changed(monkeypatch):
+    model, _ = build_tiny_model(seed=1)
+    _frozen(model)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    calls = []
+    real = packed_weights.reorder_weight
+    monkeypatch.setattr(
+        packed_weights, "reorder_weight", lambda w, rows: calls.append(w.shape) or real(w, rows)
+    )
+    cache = packed_weights.PackCache()
+    with packed_linears(model, rows=1, cache=cache) as count:
+        first = _logits(model, ids)
+    assert len(calls) == count == len(cache) > 0
+    with packed_linears(model, rows=1, cache=cache):
+        again = _logits(model, ids)
+    assert len(calls) == count, "nothing packed the second time"
+    assert torch.equal(again, first)
+    layer = model.model.layers[0].mlp.down_proj
+    with torch.no_grad():
+        layer.weight.mul_(2.0)  # an in-place change: the copy is stale
+    with packed_linears(model, rows=1, cache=cache):
+        changed = _logits(model, ids)
+    assert len(calls) == count + 1
+    torch.testing.assert_close(changed, _logits(model, ids), rtol=1e-4, atol=1e-4)
+
+
+def test_the_cache_never_keeps_a_weight_that_trains():
+    """A weight that needs a gradient can change under the cache's key (a `.data` write): packed
+    fresh every block, never cached."""
+    model, _ = build_tiny_model(seed=1)
+    cache = packed_weights.PackCache()
+    with torch.no_grad(), packed_linears(model, rows=1, cache=cache) as count:
+        pass
+    assert count > 0 and len(cache) == 0
+
+
+def test_a_given_weight_replaces_the_module_product():
+    """``weights``: the module computes x W'^T + b with the weight given, and a Linear inside it
+    is left as it was (the caller's LoRA layer with its merged weight)."""
+    outer = torch.nn.Sequential(torch.nn.Linear(6, 4))
+    inner = outer[0]
+    outer.weight, outer.bias = inner.weight, inner.bias  # acts as a Linear, as a LoRA layer does
+    other = torch.randn(4, 6)
+    x = torch.randn(3, 6)
+    with torch.no_grad(), packed_linears(outer, rows=3, weights={outer: other}) as count:
+        got = outer(x)
+        assert "forward" not in inner.__dict__
+    assert count == 1
+    torch.testing.assert_close(got, x @ other.T + inner.bias, rtol=1e-5, atol=1e-5)
+    assert "forward" not in outer.__dict__

@@ -21,7 +21,7 @@ def text_rollout(texts_for_group):
 
     def fake(
         model, tokenizer, problems, group_size, temperature, top_p, max_new_tokens, merge=True,
-        prompt=None, constrained="off", limits=None, dtype=None, packed=True,
+        prompt=None, constrained="off", limits=None, dtype=None, packed=True, reuse=None,
     ):  # fmt: skip
         assert constrained == "off", "the fake samples fixed texts; it cannot constrain"
         texts = []

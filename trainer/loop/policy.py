@@ -14,9 +14,10 @@ from collections.abc import Iterator
 
 import torch
 from peft import LoraConfig, get_peft_model
+from peft.tuners.lora.layer import Linear as LoraLinear
 from peft.tuners.tuners_utils import BaseTunerLayer
 
-from flowgrpo.operators.packed_weights import packed_linears
+from flowgrpo.operators.packed_weights import PackCache, packable, packed_linears, packing_available
 
 logger = logging.getLogger(__name__)
 
@@ -93,25 +94,73 @@ def merged_adapter(model, enabled: bool = True) -> Iterator[None]:
 
 @contextlib.contextmanager
 def sampling_policy(
-    model, merge: bool, dtype: torch.dtype | None, rows: int, packed: bool
-) -> Iterator[None]:
+    model,
+    merge: bool,
+    dtype: torch.dtype | None,
+    rows: int,
+    packed: bool,
+    cache: PackCache | None = None,
+) -> Iterator[int]:
     """The policy as a ``generate`` call samples it: in eval mode, without gradients, on its
     weights with the LoRA adapter merged (:func:`merged_adapter`), cast to ``dtype``
     (:func:`parameters_as`), then packed for oneDNN for a batch of ``rows`` on a CPU
     (:func:`flowgrpo.operators.packed_weights.packed_linears`). Each is undone on the way out
-    (the base weights bit for bit, the training mode as it was)."""
+    (the base weights bit for bit, the training mode as it was).
+
+    Packed in the model's own dtype, the merge never touches the model: each LoRA layer is
+    packed with ``W + BA`` computed beside ``W`` (:func:`merged_lora_weights`, the same sum
+    peft's merge writes into ``W``), so nothing is stashed, merged and restored, and ``cache``
+    keeps the frozen layers' packed copies from one call to the next. Yields the number of
+    packed layers."""
     was_training = model.training
     model.eval()
+    own_dtype = dtype in (None, _dtype(model))
+    fused = merged_lora_weights(model) if merge and packed and own_dtype else None
     try:
         with (
             torch.no_grad(),
-            merged_adapter(model, merge),
-            parameters_as(model, dtype),
-            packed_linears(model, rows, packed),
+            merged_adapter(model, merge and fused is None),
+            parameters_as(model, None if fused is not None else dtype),
+            packed_linears(model, rows, packed, fused, cache) as n_packed,
         ):
-            yield
+            yield n_packed
     finally:
         model.train(was_training)
+
+
+def _dtype(model) -> torch.dtype:
+    return next(model.parameters()).dtype
+
+
+def merged_lora_weights(model) -> dict | None:
+    """``{LoRA layer: W + B A * scaling}`` for every LoRA ``Linear`` of ``model``, computed beside
+    its base weight ``W`` by peft's own ``get_delta_weight`` and added in peft's order, so each
+    is bit for bit what ``merge_adapter`` would write into ``W``. None where packing would not
+    use them: no oneDNN, no LoRA layer, or a layer peft merges otherwise (DoRA and other
+    variants, a LoRA bias, a merged or disabled adapter, a base layer that is not packable)."""
+    if not packing_available():
+        return None
+    layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
+    if not layers or not all(_plainly_mergeable(m) for m in layers):
+        return None
+    with torch.no_grad():
+        merged = {}
+        for layer in layers:
+            weight = layer.get_base_layer().weight
+            for name in layer.active_adapters:
+                if name in layer.lora_A:
+                    weight = weight + layer.get_delta_weight(name)
+            merged[layer] = weight
+    return merged
+
+
+def _plainly_mergeable(layer) -> bool:
+    """A vanilla LoRA ``Linear`` on a packable base, unmerged and enabled."""
+    if type(layer) is not LoraLinear or layer.merged or layer.disable_adapters:
+        return False
+    active = [a for a in layer.active_adapters if a in layer.lora_A]
+    plain = all(a not in layer.lora_variant and not layer.lora_bias[a] for a in active)
+    return plain and packable(layer.get_base_layer())
 
 
 @contextlib.contextmanager

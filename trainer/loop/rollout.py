@@ -17,9 +17,12 @@ import torch
 from transformers import DynamicCache, StaticCache
 
 from flowgrpo.dsl.validate import DEFAULT_STATIC_LIMITS
+from flowgrpo.operators.packed_weights import PackCache
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.algorithms.logprobs import (
+    PromptPrefix,
     cache_keyword,
+    common_prefix_length,
     output_cache,
     prompt_forward,
     prompt_prefix,
@@ -117,7 +120,59 @@ def _eos_ids(model, tokenizer) -> list[int]:
     return [int(i) for i in ids if i is not None]
 
 
-def prefill_prompts(model, prompt_ids: Sequence, group_size: int, max_new_tokens: int = 0):
+class SamplingCache:
+    """What one run's ``generate`` calls reuse from each other while the weights stay the same.
+
+    * ``packs``: the oneDNN-packed copies of the frozen Linear weights
+      (:class:`~flowgrpo.operators.packed_weights.PackCache`).
+    * the last batch's shared prompt prefix (:func:`prompt_prefix`): a step's replacement rounds
+      sample with the weights of its first rollout, and their prompts start with the same
+      instruction and examples. It is reused only for the same tokens, the same ``setting``
+      of the call (dtype, packing) and the same weights: the trainable parameters equal to
+      their values then (compared, so an optimizer step or a restored checkpoint is seen), the
+      others the same tensors at the same in-place version; so what it returns is what
+      computing the prefix again would return.
+
+    Owned by the trainer (one per run) or an evaluation, never global; ``None`` where a
+    function takes one: nothing is kept.
+    """
+
+    def __init__(self) -> None:
+        self.packs = PackCache()
+        self._prefix: tuple[tuple, dict, PromptPrefix] | None = None
+
+    def prefix(self, model, prompts: Sequence, setting: tuple) -> PromptPrefix | None:
+        """:func:`prompt_prefix` of ``prompts`` (no gradients), the last one again when its
+        tokens, the weights and ``setting`` (what else shapes the forward) are the same."""
+        length = common_prefix_length(prompts) if len(prompts) > 1 else 0
+        if length == 0:
+            return None
+        ids = tuple(int(t) for t in prompts[0][:length])
+        params = list(model.named_parameters())
+        frozen = tuple((p.data_ptr(), p._version) for _, p in params if not p.requires_grad)
+        key = (ids, frozen, setting)
+        held = self._prefix
+        if held is None or held[0] != key or not _same_values(model, held[1]):
+            trained = {n: p.detach().clone() for n, p in params if p.requires_grad}
+            held = self._prefix = (key, trained, prompt_prefix(model, prompts))
+        return held[2]
+
+
+def _same_values(model, values: dict) -> bool:
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    return len(params) == len(values) and all(
+        n in values and torch.equal(p, values[n]) for n, p in params
+    )
+
+
+def prefill_prompts(
+    model,
+    prompt_ids: Sequence,
+    group_size: int,
+    max_new_tokens: int = 0,
+    reuse: SamplingCache | None = None,
+    setting: tuple = (),
+):
     """KV cache of every prompt but its last token, computed once per prompt and repeated K times.
 
     Prompts of different lengths are left-padded in the cache, matching the left-padded
@@ -131,27 +186,33 @@ def prefill_prompts(model, prompt_ids: Sequence, group_size: int, max_new_tokens
     and every new token: a decoding step writes its keys and values in place instead of
     copying the whole cache to append them (0.80-0.90x the decoding time of a growing cache on
     this project's CPU; docs/BENCHMARKS.md). 0: a growing ``DynamicCache``.
+
+    ``reuse``: take the shared prefix from the run's :class:`SamplingCache` (``setting``: what
+    else of the call shapes the forward, part of its key).
     """
 
     device = next(model.parameters()).device
     heads = [ids[:-1].to(device) for ids in prompt_ids]
     width = max(len(ids) for ids in heads)
-    prefix = prompt_prefix(model, heads)
-    per_layer: list[list] = []
-    for ids in heads:
+    prefix = prompt_prefix(model, heads) if reuse is None else reuse.prefix(model, heads, setting)
+    data: list[tuple[torch.Tensor, torch.Tensor]] = []  # per layer: keys, values [N, H, W, D]
+    for b, ids in enumerate(heads):
         out = prompt_forward(model, ids, prefix)
         for i, layer in enumerate(output_cache(out).layers):
-            pad = width - layer.keys.shape[-2]
-            kv = [torch.nn.functional.pad(t, (0, 0, pad, 0)) for t in (layer.keys, layer.values)]
-            (per_layer.append([]) if i >= len(per_layer) else None)
-            per_layer[i].append(kv)
-    data = [
-        tuple(torch.cat([kv[j] for kv in kvs]).repeat_interleave(group_size, dim=0) for j in (0, 1))
-        for kvs in per_layer
-    ]
+            if i == len(data):
+                data.append(_zero_rows(layer, len(heads) * group_size, width))
+            rows, own = slice(b * group_size, (b + 1) * group_size), layer.keys.shape[-2]
+            for whole, part in zip(data[i], (layer.keys, layer.values)):
+                whole[rows, :, width - own :] = part  # its K rows at once, left-padded
     if max_new_tokens <= 0:
         return DynamicCache(ddp_cache_data=data)
     return _static_cache(model, data, width + 1 + max_new_tokens)
+
+
+def _zero_rows(layer, rows: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Zero keys and values of ``rows`` rows and ``width`` positions shaped like ``layer``'s."""
+    keys, values = layer.keys, layer.values
+    return tuple(t.new_zeros(rows, t.shape[1], width, t.shape[3]) for t in (keys, values))
 
 
 def _static_cache(model, data, length: int) -> StaticCache:
@@ -180,6 +241,7 @@ def generate_rollout(
     limits=None,
     dtype: torch.dtype | None = None,
     packed: bool = True,
+    reuse: SamplingCache | None = None,
 ) -> Rollout:
     """Sample ``group_size`` completions for each problem in one batched ``generate`` call.
 
@@ -193,7 +255,8 @@ def generate_rollout(
     (:func:`.policy.parameters_as`; None: the model's own). ``packed``: on a CPU, decode on
     oneDNN-packed copies of the Linear weights (:mod:`flowgrpo.operators.packed_weights`: the
     same products up to float rounding, 0.5-0.7x a decoding step's time). All of it:
-    :func:`.policy.sampling_policy`.
+    :func:`.policy.sampling_policy`. ``reuse``: what the calls of a run share while the weights
+    stay the same (:class:`SamplingCache`; None: nothing kept).
     """
     start = time.perf_counter()
     prompt = prompt if prompt is not None else PolicyPrompt()
@@ -203,7 +266,8 @@ def generate_rollout(
     device = next(model.parameters()).device
     eos = _eos_ids(model, tokenizer)
     rows = len(problems) * group_size
-    with sampling_policy(model, merge, dtype, rows, packed):
+    packs = None if reuse is None else reuse.packs
+    with sampling_policy(model, merge, dtype, rows, packed, packs) as n_packed:
         ids = enc["input_ids"].to(device).repeat_interleave(group_size, dim=0)
         mask = enc["attention_mask"].to(device).repeat_interleave(group_size, dim=0)
         grammar = _grammar_mask(constrained, model, tokenizer, problems, ids, prompt,
@@ -211,7 +275,7 @@ def generate_rollout(
         sampling, extra = _sampling(grammar, top_p, temperature)
         if prefill_once:
             extra[cache_keyword(model)] = prefill_prompts(
-                model, prompt_ids, group_size, max_new_tokens
+                model, prompt_ids, group_size, max_new_tokens, reuse, (merge, dtype, n_packed)
             )
         out = model.generate(
             input_ids=ids, attention_mask=mask, **sampling, **extra,

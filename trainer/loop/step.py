@@ -43,7 +43,12 @@ from flowgrpo.trainer.algorithms.advantages import compute_advantages, group_sta
 from flowgrpo.trainer.config import TrainConfig
 from flowgrpo.trainer.loop.constrain import sampling_limits
 from flowgrpo.trainer.loop.environment import RunEnvironment
-from flowgrpo.trainer.loop.rollout import Rollout, concat_rollouts, generate_rollout
+from flowgrpo.trainer.loop.rollout import (
+    Rollout,
+    SamplingCache,
+    concat_rollouts,
+    generate_rollout,
+)
 from flowgrpo.trainer.monitoring.metrics import rollout_metrics
 
 logger = logging.getLogger(__name__)
@@ -69,6 +74,7 @@ class StepEnv:
     environment: RunEnvironment
     cache: ExecutionCache | None
     history: RecentWorkflows
+    sampling: SamplingCache | None = None  # what the run's generate calls share (rollout.py)
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,7 @@ def sample(env: StepEnv, problems: Sequence[Problem], temperature: float | None 
         limits=sampling_limits(run.limits),
         dtype=None if r.sample_dtype == "model" else getattr(torch, r.sample_dtype),
         packed=r.packed_weights,
+        reuse=env.sampling,
     )  # fmt: skip  (constrained: within the call budget the run's executor enforces)
 
 

@@ -28,7 +28,7 @@ from flowgrpo.trainer.loop.environment import RunEnvironment, build_environment
 from flowgrpo.trainer.loop.interrupt import RunAbandoned, StopOnSignal
 from flowgrpo.trainer.loop.metric_hooks import rollout_hook_metrics
 from flowgrpo.trainer.loop.policy import frozen_linear_weights, trainable_values
-from flowgrpo.trainer.loop.rollout import ProblemSampler
+from flowgrpo.trainer.loop.rollout import ProblemSampler, SamplingCache
 from flowgrpo.trainer.loop.state import (
     StepState,
     initial_state,
@@ -142,8 +142,9 @@ class Trainer:
             self._resume()
             setup.resumed(cfg, self.run_dir, main)
         self.step_env = steps.StepEnv(
-            cfg, self.model, self.tokenizer, self.environment, self.cache, self.history
-        )
+            cfg, self.model, self.tokenizer, self.environment, self.cache, self.history,
+            SamplingCache(),
+        )  # fmt: skip
         self.writer = setup.writer(cfg, self.run_dir, self.accelerator, resume)
 
     def _resume(self) -> None:

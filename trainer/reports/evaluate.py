@@ -197,16 +197,17 @@ def _policy_writer(model, tokenizer, settings, limits, prompt):
     """The texts of a chunk of problems sampled from the model (greedy when k = 1)."""
     # heavy: torch (the rollout generates with the policy); `flowgrpo validate` starts without it
     from flowgrpo.trainer.loop.constrain import sampling_limits
-    from flowgrpo.trainer.loop.rollout import generate_rollout
+    from flowgrpo.trainer.loop.rollout import SamplingCache, generate_rollout
 
     temperature = 0.0 if settings.k == 1 else settings.temperature
+    reuse = SamplingCache()  # the chunks share the frozen layers' packed weights and the prefix
 
     def write(chunk):
         # constrained: within the executor's call budget, as in training
         return generate_rollout(
             model, tokenizer, chunk, settings.k, temperature, settings.top_p,
             settings.max_new_tokens, prompt=prompt, constrained=settings.constrained,
-            limits=sampling_limits(limits), packed=settings.packed_weights,
+            limits=sampling_limits(limits), packed=settings.packed_weights, reuse=reuse,
         ).texts  # fmt: skip
 
     return write

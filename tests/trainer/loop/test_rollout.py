@@ -98,6 +98,7 @@ def test_the_prefill_runs_the_shared_prefix_once_and_caches_what_a_full_prompt_w
             for got, want in ((layer.keys, ref.keys), (layer.values, ref.values)):
                 rows = got[2 * b : 2 * b + 2, :, pad:width]
                 assert torch.allclose(rows, want.expand_as(rows), atol=1e-5)
+                assert not got[2 * b : 2 * b + 2, :, :pad].any(), "the left padding is zeros"
 
 
 def test_packed_weights_give_the_same_greedy_completions():
@@ -116,9 +117,9 @@ def test_the_packed_switch_reaches_the_sampling_block(monkeypatch):
     seen = []
     real = policy_module.packed_linears
 
-    def spy(model, rows, enabled=True):
+    def spy(model, rows, enabled=True, weights=None, cache=None):
         seen.append((rows, enabled))
-        return real(model, rows, enabled)
+        return real(model, rows, enabled, weights, cache)
 
     monkeypatch.setattr(policy_module, "packed_linears", spy)
     model, tok = lora_model()
