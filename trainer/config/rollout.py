@@ -47,9 +47,11 @@ class RolloutConfig:
             evaluation) on copies of the Linear weights packed into oneDNN's layout, as
             PyTorch's compiler does for CPU inference: a decoding step of SmolLM2-135M takes
             0.5-0.7x the time (docs/BENCHMARKS.md, "Packed weights"); the products equal torch's
-            default kernel's to float rounding (< 1e-3 on the logits). false: the default
-            kernel, bit for bit as before. No effect on a GPU, nor on ``flowgrpo sft``'s check
-            (its memory peak).
+            default kernel's to float rounding (< 1e-3 on the logits). The frozen layers'
+            packed copies are kept from one call to the next (~430 MB for SmolLM2-135M in
+            float32) and the LoRA layers are packed with ``W + BA`` computed beside ``W``.
+            false: the default kernel, bit for bit as before. No effect on a GPU, nor on
+            ``flowgrpo sft``'s check (its memory peak).
         logprob_mode: shared_prompt (prompt computed once per group) or full.
         constrained: off or grammar (sample and score only grammar-valid text; CONSTRAINED.md).
         execute: run valid workflows with the executor (the ``executor`` section; accuracy/cost

@@ -6,9 +6,12 @@ import pytest
 import torch
 
 from flowgrpo.operators.models import build_tiny_model
+from flowgrpo.trainer.algorithms import logprobs
 from flowgrpo.trainer.algorithms.logprobs import (
+    allowed_columns,
     common_prefix_length,
     group_logprobs,
+    head_columns,
     prompt_prefix,
     used_width,
 )
@@ -217,3 +220,70 @@ def test_the_cache_goes_by_the_keyword_the_installed_transformers_takes(policy, 
     monkeypatch.setattr(generic, "logger", SimpleNamespace(warning_once=said.append))
     _run(model, prompt, completions, mask, "shared_prompt")
     assert not [m for m in said if "past_key_values" in m]
+
+
+def _grammar_mask(completions, vocab, per_position=3, seed=0):
+    """A mask allowing each position's token and a few others: [K, T, V] bool."""
+    draws = torch.Generator().manual_seed(seed)
+    allowed = torch.zeros(*completions.shape, vocab, dtype=torch.bool)
+    allowed.scatter_(2, completions.unsqueeze(-1), True)
+    others = torch.randint(0, vocab // 8, (*completions.shape, per_position), generator=draws)
+    allowed.scatter_(2, others, True)
+    return allowed
+
+
+@pytest.mark.parametrize("mode", ["shared_prompt", "full"])
+def test_logits_of_the_allowed_columns_only_give_the_full_vocabularys_scores(
+    policy, mode, monkeypatch
+):
+    """Under a grammar mask only the tokens it allows get a logit: the same log-probs, entropies
+    and LoRA gradients as the whole vocabulary with the rest at -inf (to float rounding)."""
+    model, prompt, completions, mask = policy
+    vocab = model.config.vocab_size
+    allowed = _grammar_mask(completions, vocab)
+    widths = []
+    hook = model.get_output_embeddings().register_forward_hook(
+        lambda mod, args, out: widths.append(out.shape[-1])
+    )
+
+    def run():
+        model.zero_grad()
+        logp, entropy = group_logprobs(model, prompt, completions, mask, mode, 0.8, allowed)
+        ((logp * mask).sum() + (entropy * mask).sum()).backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.requires_grad])
+        return logp.detach(), entropy.detach(), grads
+
+    monkeypatch.setattr(logprobs, "MAX_COLUMN_SHARE", 1.0)  # the tiny vocabulary is small
+    lp_c, ent_c, g_c = run()
+    columns = int(allowed.any(dim=(0, 1)).sum())
+    assert set(widths) == {columns} and columns < vocab, "only the allowed columns ran"
+    monkeypatch.setattr(logprobs, "MAX_COLUMN_SHARE", 0.0)  # the whole vocabulary
+    widths.clear()
+    lp_f, ent_f, g_f = run()
+    hook.remove()
+    assert set(widths) == {vocab}
+    m = mask.bool()
+    torch.testing.assert_close(lp_c[m], lp_f[m], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(ent_c[m], ent_f[m], rtol=1e-5, atol=1e-6)
+    assert (g_c - g_f).norm() / g_f.norm() < 1e-5 and g_f.norm() > 0
+
+
+def test_the_columns_hold_every_scored_target_and_give_way_to_a_wide_mask():
+    completions = torch.tensor([[5, 9, 2]])
+    mask = torch.tensor([[1, 1, 0]])
+    allowed = torch.zeros(1, 3, 40, dtype=torch.bool)
+    allowed[0, 0, [1, 5]] = True  # position 1's target (9) is not in the mask
+    assert allowed_columns(allowed, completions, mask).tolist() == [1, 5, 9]
+    assert allowed_columns(None, completions, mask) is None
+    allowed[0, 1, :20] = True  # half the vocabulary: nothing to gain
+    assert allowed_columns(allowed, completions, mask) is None
+
+
+def test_the_head_gets_its_own_forward_back(policy):
+    model, prompt, *_ = policy
+    head = model.get_output_embeddings()
+    with torch.no_grad(), head_columns(model, torch.tensor([3, 7])):
+        assert model(input_ids=prompt[None]).logits.shape[-1] == 2
+    assert "forward" not in head.__dict__
+    with torch.no_grad():
+        assert model(input_ids=prompt[None]).logits.shape[-1] == model.config.vocab_size
