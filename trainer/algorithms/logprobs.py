@@ -170,13 +170,15 @@ MAX_COLUMN_SHARE = 0.25
 
 
 def allowed_columns(allowed_KTV, completion_KT, mask_KT) -> torch.Tensor | None:
-    """The sorted token ids the grammar mask allows anywhere in the group, with every scored
-    target; None without a mask or when they are more than :data:`MAX_COLUMN_SHARE` of the
-    vocabulary (then nothing is gained)."""
+    """The sorted token ids the grammar mask allows at any scored position of the group, with
+    every scored target; None without a mask or when they are more than
+    :data:`MAX_COLUMN_SHARE` of the vocabulary (then nothing is gained). Unscored positions
+    (past a row's end, where the mask allows everything) do not count."""
     if allowed_KTV is None:
         return None
-    used_V = allowed_KTV.any(dim=(0, 1))
-    used_V[completion_KT[mask_KT.bool()].to(used_V.device)] = True
+    scored_KT = mask_KT.bool().to(allowed_KTV.device)
+    used_V = allowed_KTV[scored_KT].any(dim=0)
+    used_V[completion_KT.to(used_V.device)[scored_KT]] = True
     cols = used_V.nonzero().squeeze(1)
     return cols if cols.numel() <= MAX_COLUMN_SHARE * used_V.numel() else None
 
@@ -241,7 +243,9 @@ def group_logprobs(
     targets_KT = completion_KT
     if cols is not None and logits_KTV.shape[-1] == cols.numel():  # V is now the columns
         targets_KT = _column_targets(cols, completion_KT)
-        allowed_KTV = allowed_KTV[..., cols.to(allowed_KTV.device)]
+        unscored_KT1 = ~mask_KT.bool().to(allowed_KTV.device).unsqueeze(-1)
+        # an unscored position keeps every column: no row without a token, so no NaN to mask
+        allowed_KTV = allowed_KTV[..., cols.to(allowed_KTV.device)] | unscored_KT1
     logp_KT, entropy_KT = token_logprobs_and_entropy(
         logits_KTV, targets_KT, temperature, allowed_KTV
     )

@@ -241,6 +241,7 @@ def test_logits_of_the_allowed_columns_only_give_the_full_vocabularys_scores(
     model, prompt, completions, mask = policy
     vocab = model.config.vocab_size
     allowed = _grammar_mask(completions, vocab)
+    allowed[~mask.bool()] = True  # past a row's end the rollout's mask allows everything
     widths = []
     hook = model.get_output_embeddings().register_forward_hook(
         lambda mod, args, out: widths.append(out.shape[-1])
@@ -255,7 +256,7 @@ def test_logits_of_the_allowed_columns_only_give_the_full_vocabularys_scores(
 
     monkeypatch.setattr(logprobs, "MAX_COLUMN_SHARE", 1.0)  # the tiny vocabulary is small
     lp_c, ent_c, g_c = run()
-    columns = int(allowed.any(dim=(0, 1)).sum())
+    columns = int(allowed[mask.bool()].any(dim=0).sum())
     assert set(widths) == {columns} and columns < vocab, "only the allowed columns ran"
     monkeypatch.setattr(logprobs, "MAX_COLUMN_SHARE", 0.0)  # the whole vocabulary
     widths.clear()
@@ -275,7 +276,9 @@ def test_the_columns_hold_every_scored_target_and_give_way_to_a_wide_mask():
     allowed[0, 0, [1, 5]] = True  # position 1's target (9) is not in the mask
     assert allowed_columns(allowed, completions, mask).tolist() == [1, 5, 9]
     assert allowed_columns(None, completions, mask) is None
-    allowed[0, 1, :20] = True  # half the vocabulary: nothing to gain
+    allowed[0, 2, :] = True  # an unscored position (past the end) allows everything
+    assert allowed_columns(allowed, completions, mask).tolist() == [1, 5, 9]
+    allowed[0, 1, :20] = True  # half the vocabulary at a scored one: nothing to gain
     assert allowed_columns(allowed, completions, mask) is None
 
 
