@@ -84,7 +84,8 @@ class PackCache:
     """
 
     def __init__(self) -> None:
-        self._packed: dict[int, tuple[tuple, torch.Tensor]] = {}
+        # id -> (the weight itself, held so that its id is not reused; its key; the copy)
+        self._packed: dict[int, tuple[torch.Tensor, tuple, torch.Tensor]] = {}
 
     @staticmethod
     def _key(weight: torch.Tensor) -> tuple:
@@ -94,10 +95,10 @@ class PackCache:
         """``weight`` reordered for oneDNN, from the cache while it is unchanged."""
         key = self._key(weight)
         held = self._packed.get(id(weight))
-        if held is None or held[0] != key:
-            held = (key, reorder_weight(weight.detach(), rows))
+        if held is None or held[0] is not weight or held[1] != key:
+            held = (weight, key, reorder_weight(weight.detach(), rows))
             self._packed[id(weight)] = held
-        return held[1]
+        return held[2]
 
     def __len__(self) -> int:
         return len(self._packed)
@@ -158,7 +159,8 @@ def packed_linears(
     (:class:`PackCache`).
 
     For inference only (``torch.no_grad``): a packed layer raises on an input that needs a
-    gradient. The copies live for the block (one more copy of the packed weights' bytes).
+    gradient. The copies live for the block (one more copy of the packed weights' bytes), those
+    in ``cache`` as long as it does.
     """
     weights = weights or {}
     on = enabled and packing_available()

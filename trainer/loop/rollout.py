@@ -17,12 +17,9 @@ import torch
 from transformers import DynamicCache, StaticCache
 
 from flowgrpo.dsl.validate import DEFAULT_STATIC_LIMITS
-from flowgrpo.operators.packed_weights import PackCache
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.algorithms.logprobs import (
-    PromptPrefix,
     cache_keyword,
-    common_prefix_length,
     output_cache,
     prompt_forward,
     prompt_prefix,
@@ -38,6 +35,7 @@ from flowgrpo.trainer.loop.endgame import EndGame
 from flowgrpo.trainer.loop.policy import sampling_policy
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
 from flowgrpo.trainer.loop.sampler import InverseCdfSampler, sampling_processors
+from flowgrpo.trainer.loop.sampling_cache import SamplingCache
 
 logger = logging.getLogger(__name__)
 
@@ -118,51 +116,6 @@ def _eos_ids(model, tokenizer) -> list[int]:
     ids = getattr(model.generation_config, "eos_token_id", None) or tokenizer.eos_token_id
     ids = ids if isinstance(ids, list) else [ids]
     return [int(i) for i in ids if i is not None]
-
-
-class SamplingCache:
-    """What one run's ``generate`` calls reuse from each other while the weights stay the same.
-
-    * ``packs``: the oneDNN-packed copies of the frozen Linear weights
-      (:class:`~flowgrpo.operators.packed_weights.PackCache`).
-    * the last batch's shared prompt prefix (:func:`prompt_prefix`): a step's replacement rounds
-      sample with the weights of its first rollout, and their prompts start with the same
-      instruction and examples. It is reused only for the same tokens, the same ``setting``
-      of the call (dtype, packing) and the same weights: the trainable parameters equal to
-      their values then (compared, so an optimizer step or a restored checkpoint is seen), the
-      others the same tensors at the same in-place version; so what it returns is what
-      computing the prefix again would return.
-
-    Owned by the trainer (one per run) or an evaluation, never global; ``None`` where a
-    function takes one: nothing is kept.
-    """
-
-    def __init__(self) -> None:
-        self.packs = PackCache()
-        self._prefix: tuple[tuple, dict, PromptPrefix] | None = None
-
-    def prefix(self, model, prompts: Sequence, setting: tuple) -> PromptPrefix | None:
-        """:func:`prompt_prefix` of ``prompts`` (no gradients), the last one again when its
-        tokens, the weights and ``setting`` (what else shapes the forward) are the same."""
-        length = common_prefix_length(prompts) if len(prompts) > 1 else 0
-        if length == 0:
-            return None
-        ids = tuple(int(t) for t in prompts[0][:length])
-        params = list(model.named_parameters())
-        frozen = tuple((p.data_ptr(), p._version) for _, p in params if not p.requires_grad)
-        key = (ids, frozen, setting)
-        held = self._prefix
-        if held is None or held[0] != key or not _same_values(model, held[1]):
-            trained = {n: p.detach().clone() for n, p in params if p.requires_grad}
-            held = self._prefix = (key, trained, prompt_prefix(model, prompts))
-        return held[2]
-
-
-def _same_values(model, values: dict) -> bool:
-    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    return len(params) == len(values) and all(
-        n in values and torch.equal(p, values[n]) for n, p in params
-    )
 
 
 def prefill_prompts(
@@ -265,8 +218,7 @@ def generate_rollout(
     enc = _left_padded(tokenizer, texts)
     device = next(model.parameters()).device
     eos = _eos_ids(model, tokenizer)
-    rows = len(problems) * group_size
-    packs = None if reuse is None else reuse.packs
+    rows, packs = len(problems) * group_size, None if reuse is None else reuse.packs
     with sampling_policy(model, merge, dtype, rows, packed, packs) as n_packed:
         ids = enc["input_ids"].to(device).repeat_interleave(group_size, dim=0)
         mask = enc["attention_mask"].to(device).repeat_interleave(group_size, dim=0)
@@ -285,9 +237,15 @@ def generate_rollout(
     completions = out[:, ids.shape[1] :].cpu()
     seconds = time.perf_counter() - start
     rollout = _make_rollout(problems, group_size, prompt_ids, completions, eos, tokenizer, seconds)
-    if grammar is not None:  # the mask of every sampled position, for the update
+    return _with_sampling_record(rollout, grammar, extra.get("logits_processor", ()))
+
+
+def _with_sampling_record(rollout: Rollout, grammar: GrammarMask | None, processors) -> Rollout:
+    """The rollout with what its sampling recorded: the grammar mask of every sampled position
+    (for the update) and the sampler's log-probs of the drawn tokens."""
+    if grammar is not None:
         _keep_masks(rollout, grammar)
-    _keep_sampler_logp(rollout, extra.get("logits_processor", ()))
+    _keep_sampler_logp(rollout, processors)
     return rollout
 
 

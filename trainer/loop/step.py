@@ -43,12 +43,8 @@ from flowgrpo.trainer.algorithms.advantages import compute_advantages, group_sta
 from flowgrpo.trainer.config import TrainConfig
 from flowgrpo.trainer.loop.constrain import sampling_limits
 from flowgrpo.trainer.loop.environment import RunEnvironment
-from flowgrpo.trainer.loop.rollout import (
-    Rollout,
-    SamplingCache,
-    concat_rollouts,
-    generate_rollout,
-)
+from flowgrpo.trainer.loop.rollout import Rollout, concat_rollouts, generate_rollout
+from flowgrpo.trainer.loop.sampling_cache import SamplingCache
 from flowgrpo.trainer.monitoring.metrics import rollout_metrics
 
 logger = logging.getLogger(__name__)
@@ -74,7 +70,7 @@ class StepEnv:
     environment: RunEnvironment
     cache: ExecutionCache | None
     history: RecentWorkflows
-    sampling: SamplingCache | None = None  # what the run's generate calls share (rollout.py)
+    sampling: SamplingCache | None = None  # what the run's generate calls share
 
 
 @dataclass(frozen=True)

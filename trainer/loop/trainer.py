@@ -28,7 +28,8 @@ from flowgrpo.trainer.loop.environment import RunEnvironment, build_environment
 from flowgrpo.trainer.loop.interrupt import RunAbandoned, StopOnSignal
 from flowgrpo.trainer.loop.metric_hooks import rollout_hook_metrics
 from flowgrpo.trainer.loop.policy import frozen_linear_weights, trainable_values
-from flowgrpo.trainer.loop.rollout import ProblemSampler, SamplingCache
+from flowgrpo.trainer.loop.rollout import ProblemSampler
+from flowgrpo.trainer.loop.sampling_cache import SamplingCache
 from flowgrpo.trainer.loop.state import (
     StepState,
     initial_state,

@@ -197,7 +197,8 @@ def _policy_writer(model, tokenizer, settings, limits, prompt):
     """The texts of a chunk of problems sampled from the model (greedy when k = 1)."""
     # heavy: torch (the rollout generates with the policy); `flowgrpo validate` starts without it
     from flowgrpo.trainer.loop.constrain import sampling_limits
-    from flowgrpo.trainer.loop.rollout import SamplingCache, generate_rollout
+    from flowgrpo.trainer.loop.rollout import generate_rollout
+    from flowgrpo.trainer.loop.sampling_cache import SamplingCache
 
     temperature = 0.0 if settings.k == 1 else settings.temperature
     reuse = SamplingCache()  # the chunks share the frozen layers' packed weights and the prefix

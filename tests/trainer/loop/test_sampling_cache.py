@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from flowgrpo.trainer.loop.policy import merged_adapter, merged_lora_weights, sampling_policy
-from flowgrpo.trainer.loop.rollout import SamplingCache, generate_rollout, prefill_prompts
+from flowgrpo.trainer.loop.rollout import generate_rollout, prefill_prompts
+from flowgrpo.trainer.loop.sampling_cache import SamplingCache
 from tests.trainer.loop.test_rollout import PROBLEMS, lora_model
 
 pytestmark = pytest.mark.skipif(  # the build, not the function under test, decides
