@@ -23,12 +23,12 @@ By the chain rule the gradient is that of every group's own full prompt (tested 
 Only the last prompt position's logits are computed (``logits_to_keep=1``): the others are never
 scored, so the vocabulary projection (28M of SmolLM2-135M's weights) runs at one position.
 
-Under a grammar mask (``allowed_KTV``) only the tokens the mask allows somewhere in the group
-get a logit (:func:`head_columns`): a disallowed token has probability 0 in the distribution that
-was sampled, so it adds nothing to the log-probs, the entropy or their gradients, and the
-vocabulary projection, the softmax and their backward run over those columns instead of the
-whole vocabulary. The same numbers up to the order of float sums (tested against the full
-vocabulary).
+Under a grammar mask (``allowed_KTV``) only the tokens the mask allows at the group's scored
+positions get a logit (:func:`allowed_columns`, :func:`head_columns`): a disallowed token has
+probability 0 in the distribution that was sampled, so it adds nothing to the log-probs, the
+entropy or their gradients, and the vocabulary projection, the softmax and their backward run
+over those columns instead of the whole vocabulary. The same numbers up to the order of float
+sums (tested against the full vocabulary).
 """
 
 from __future__ import annotations
@@ -186,9 +186,11 @@ def allowed_columns(allowed_KTV, completion_KT, mask_KT) -> torch.Tensor | None:
 @contextlib.contextmanager
 def head_columns(model, cols: torch.Tensor | None) -> Iterator[None]:
     """Within the block the model's output layer computes the logits of ``cols`` only (the last
-    dimension of ``logits`` is then ``len(cols)``, in their order). A no-op for None, or for an
-    output layer that is not a plain ``nn.Linear`` (a LoRA-adapted head)."""
-    head = model.get_output_embeddings() if cols is not None else None
+    dimension of ``logits`` is then ``len(cols)``, in their order). A no-op for None, or for a
+    model without ``get_output_embeddings`` or whose output layer is not a plain ``nn.Linear``
+    (a LoRA-adapted head)."""
+    output_layer = getattr(model, "get_output_embeddings", None)
+    head = output_layer() if cols is not None and output_layer is not None else None
     if type(head) is not torch.nn.Linear:
         yield
         return
