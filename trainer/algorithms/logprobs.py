@@ -184,21 +184,21 @@ def allowed_columns(allowed_KTV, completion_KT, mask_KT) -> torch.Tensor | None:
 
 
 @contextlib.contextmanager
-def head_columns(model, cols: torch.Tensor | None) -> Iterator[None]:
+def head_columns(model, cols: torch.Tensor | None) -> Iterator[bool]:
     """Within the block the model's output layer computes the logits of ``cols`` only (the last
-    dimension of ``logits`` is then ``len(cols)``, in their order). A no-op for None, or for a
-    model without ``get_output_embeddings`` or whose output layer is not a plain ``nn.Linear``
-    (a LoRA-adapted head)."""
+    dimension of ``logits`` is then ``len(cols)``, in their order); yields whether it does. A
+    no-op (False) for None, or for a model without ``get_output_embeddings`` or whose output
+    layer is not a plain ``nn.Linear`` (a LoRA-adapted head)."""
     output_layer = getattr(model, "get_output_embeddings", None)
     head = output_layer() if cols is not None and output_layer is not None else None
     if type(head) is not torch.nn.Linear:
-        yield
+        yield False
         return
     weight = head.weight.index_select(0, cols.to(head.weight.device))
     bias = None if head.bias is None else head.bias.index_select(0, cols.to(head.bias.device))
     head.forward = lambda hidden: torch.nn.functional.linear(hidden, weight, bias)
     try:
-        yield
+        yield True
     finally:
         head.__dict__.pop("forward", None)  # the class's own forward again
 
@@ -237,13 +237,13 @@ def group_logprobs(
     mask_KT = mask_KT[:, :used].to(device).long()
     allowed_KTV = None if allowed_KTV is None else allowed_KTV[:, :used]
     cols = allowed_columns(allowed_KTV, completion_KT, mask_KT)
-    with head_columns(model, cols):
+    with head_columns(model, cols) as narrowed:
         if mode == "shared_prompt":
             logits_KTV = _completion_logits_shared(model, prompt_P, completion_KT, mask_KT, prefix)
         else:
             logits_KTV = _completion_logits_full(model, prompt_P, completion_KT, mask_KT)
     targets_KT = completion_KT
-    if cols is not None and logits_KTV.shape[-1] == cols.numel():  # V is now the columns
+    if narrowed:  # V is now the columns
         targets_KT = _column_targets(cols, completion_KT)
         unscored_KT1 = ~mask_KT.bool().to(allowed_KTV.device).unsqueeze(-1)
         # an unscored position keeps every column: no row without a token, so no NaN to mask

@@ -15,6 +15,7 @@ import torch
 
 from flowgrpo.operators.packed_weights import PackCache
 from flowgrpo.trainer.algorithms.logprobs import PromptPrefix, common_prefix_length, prompt_prefix
+from flowgrpo.trainer.loop.policy import trainable_values
 
 
 class SamplingCache:
@@ -48,15 +49,13 @@ class SamplingCache:
         params = list(model.named_parameters())
         frozen = tuple((p.data_ptr(), p._version) for _, p in params if not p.requires_grad)
         key = (ids, frozen, setting)
+        trained = {n: p for n, p in params if p.requires_grad}
         held = self._prefix
-        if held is None or held[0] != key or not _same_values(model, held[1]):
-            trained = {n: p.detach().clone() for n, p in params if p.requires_grad}
-            held = self._prefix = (key, trained, prompt_prefix(model, prompts))
+        if held is None or held[0] != key or not _equal(trained, held[1]):
+            held = self._prefix = (key, trainable_values(model), prompt_prefix(model, prompts))
         return held[2]
 
 
-def _same_values(model, values: dict) -> bool:
-    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    return len(params) == len(values) and all(
-        n in values and torch.equal(p, values[n]) for n, p in params
-    )
+def _equal(values: dict, saved: dict) -> bool:
+    """The same names holding the same values."""
+    return values.keys() == saved.keys() and all(torch.equal(values[n], saved[n]) for n in values)
