@@ -1,4 +1,4 @@
-"""Rollouts: B problems per step, K sampled completions each, in one ``generate`` call.
+"""Rollouts: B problems per step, K sampled completions each, decoded as one batch.
 
 Generation runs on merged LoRA weights (no per-token adapter matmuls), under ``no_grad`` and in
 eval mode; completions are kept as token ids (no re-tokenisation of decoded text, so the
@@ -31,6 +31,7 @@ from flowgrpo.trainer.loop.constrain import (
     make_matchers,
     pad_bits,
 )
+from flowgrpo.trainer.loop.decode import decode
 from flowgrpo.trainer.loop.endgame import EndGame
 from flowgrpo.trainer.loop.policy import sampling_policy
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
@@ -195,8 +196,9 @@ def generate_rollout(
     dtype: torch.dtype | None = None,
     packed: bool = True,
     reuse: SamplingCache | None = None,
+    drop_ended: bool = True,
 ) -> Rollout:
-    """Sample ``group_size`` completions for each problem in one batched ``generate`` call.
+    """Sample ``group_size`` completions for each problem, decoded as one batch.
 
     ``temperature <= 0`` decodes greedily (evaluation with K = 1). With ``prefill_once`` each
     prompt is prefilled once and its KV cache repeated K times (:func:`prefill_prompts`).
@@ -209,7 +211,9 @@ def generate_rollout(
     oneDNN-packed copies of the Linear weights (:mod:`flowgrpo.operators.packed_weights`: the
     same products up to float rounding, 0.5-0.7x a decoding step's time). All of it:
     :func:`.policy.sampling_policy`. ``reuse``: what the calls of a run share while the weights
-    stay the same (:class:`SamplingCache`; None: nothing kept).
+    stay the same (:class:`SamplingCache`; None: nothing kept). ``drop_ended``: with
+    ``prefill_once``, decode with :func:`.decode.decode`, which stops computing a row once it has
+    ended (the same tokens as ``generate``); False: ``generate``.
     """
     start = time.perf_counter()
     prompt = prompt if prompt is not None else PolicyPrompt()
@@ -225,19 +229,30 @@ def generate_rollout(
         grammar = _grammar_mask(constrained, model, tokenizer, problems, ids, prompt,
                                 limits, max_new_tokens)  # fmt: skip
         sampling, extra = _sampling(grammar, top_p, temperature)
+        cache = None
         if prefill_once:
-            extra[cache_keyword(model)] = prefill_prompts(
+            cache = prefill_prompts(
                 model, prompt_ids, group_size, max_new_tokens, reuse, (merge, dtype, n_packed)
             )
-        out = model.generate(
-            input_ids=ids, attention_mask=mask, **sampling, **extra,
-            max_new_tokens=max_new_tokens, eos_token_id=eos,
-            pad_token_id=tokenizer.pad_token_id,
-        )  # fmt: skip
+        out = _decoded(model, ids, mask, cache, sampling, extra, max_new_tokens, eos,
+                       tokenizer.pad_token_id, drop_ended)  # fmt: skip
     completions = out[:, ids.shape[1] :].cpu()
     seconds = time.perf_counter() - start
     rollout = _make_rollout(problems, group_size, prompt_ids, completions, eos, tokenizer, seconds)
     return _with_sampling_record(rollout, grammar, extra.get("logits_processor", ()))
+
+
+def _decoded(model, ids, mask, cache, sampling, extra, max_new, eos, pad_id, drop_ended):
+    """The prompts ``ids`` and their completions, [N, W + T]: :func:`.decode.decode` over the
+    prefilled ``cache`` with ``drop_ended``, otherwise ``generate`` (with ``cache`` when given)."""
+    if cache is not None and drop_ended:
+        processors = extra.get("logits_processor", ())
+        return decode(model, ids, mask, cache, processors, max_new, eos, pad_id)
+    kv = {} if cache is None else {cache_keyword(model): cache}
+    return model.generate(
+        input_ids=ids, attention_mask=mask, **sampling, **extra, **kv, max_new_tokens=max_new,
+        eos_token_id=eos, pad_token_id=pad_id,
+    )  # fmt: skip
 
 
 def _with_sampling_record(rollout: Rollout, grammar: GrammarMask | None, processors) -> Rollout:

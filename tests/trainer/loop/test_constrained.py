@@ -1,6 +1,6 @@
 """Grammar-constrained sampling: every sample is a valid workflow (the end game finishes it
 inside the token and call budgets), the update scores exactly the constrained distribution
-generate sampled from, user operators are reachable."""
+the sampler drew from, user operators are reachable."""
 
 import llguidance
 import pytest
@@ -117,38 +117,30 @@ def _random_model_of(model):
     return tiny
 
 
-def _scores_of_generate(model, monkeypatch):
+def _sampled_scores(monkeypatch):
     """Keep the processed scores each token was drawn from (temperature and mask applied: what
-    the sampler, generate's last processor, received), one [N, T, V] tensor per call."""
-    kept, steps, plain = [], [], model.generate
-    draw = InverseCdfSampler.__call__
+    the sampler, the decoding loop's last processor, received), one [N, V] tensor per step."""
+    steps, draw = [], InverseCdfSampler.__call__
 
     def spy(self, input_ids, scores):
         steps.append(scores.clone())
         return draw(self, input_ids, scores)
 
-    def generate(**kw):
-        steps.clear()
-        out = plain(**kw)
-        kept.append(torch.stack(steps, dim=1))
-        return out
-
     monkeypatch.setattr(InverseCdfSampler, "__call__", spy)
-    monkeypatch.setattr(model, "generate", generate)
-    return kept
+    return steps
 
 
 @pytest.mark.parametrize(("temperature", "max_new"), [(0.7, 24), (1.3, 24), (1.0, 14)])
-def test_constrained_logprobs_equal_generates_processed_scores(monkeypatch, temperature, max_new):
+def test_constrained_logprobs_equal_the_sampled_scores(monkeypatch, temperature, max_new):
     # at 14 new tokens the end game restricts and forces tokens: the stored mask is the one
-    # generate sampled under
+    # the sampler drew under
     model, tok = build_tiny_model(seed=2)
-    kept = _scores_of_generate(model, monkeypatch)
+    steps = _sampled_scores(monkeypatch)
     torch.manual_seed(1)
     r = generate_rollout(
         model, tok, [MATH], 6, temperature, 1.0, max_new, merge=False, constrained="grammar"
     )
-    scores_KTV = kept[0][:, : r.completion_ids_NT.shape[1]]
+    scores_KTV = torch.stack(steps, dim=1)[:, : r.completion_ids_NT.shape[1]]
     expected_KT = torch.log_softmax(scores_KTV, -1).gather(-1, r.completion_ids_NT[..., None])[
         ..., 0
     ]
