@@ -2,17 +2,20 @@
 a row that has ended stops costing compute.
 
 ``generate`` runs every row of the batch through the model until the last row ends, and pads
-the ended ones afterwards. In a study a completion is ~16 tokens of a 26-48 token budget, so a
-third or more of the rows computed in a call are padding; on a CPU each row of a decoding step
-costs about as much as its share of the step's products and attention (docs/BENCHMARKS.md, "The
-decoding loop"). :func:`decode` feeds the model only the rows still going and removes ended rows
-from the KV cache once enough of them have ended to pay for the copy.
+the ended ones afterwards. In a study a completion is ~16 tokens of a 26-48 token budget, so
+nearly half of a training call's row-steps came after a row's end (46% measured); on a CPU each
+row of a decoding step costs about as much as its share of the step's products and attention
+(docs/BENCHMARKS.md, "The decoding loop"). :func:`decode` feeds the model only the rows still
+going and removes ended rows from the KV cache once enough of them have ended to pay for the
+copy.
 
 Everything a row sees is what ``generate`` gives it: the same input token, attention mask,
 position and cache slot, the logits cast to float32, the logits processors run over all N rows
-(so the sampler draws as many random numbers per step as before), an ended row padded. Every
-product of the model is row-independent, so a row's tokens do not depend on which other rows
-are in the batch (tested against ``generate`` itself, tests/trainer/loop/test_decode.py).
+(so the sampler draws as many random numbers per step as before), an ended row padded. No
+product of the model mixes rows, so a row's tokens do not depend on which other rows are in the
+batch, up to the float rounding of kernels whose blocking follows the batch size (tested against
+``generate`` itself, tests/trainer/loop/test_decode.py; on SmolLM2 a study's tokens were the same,
+docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -35,13 +38,15 @@ def decode(model, ids_NW, mask_NW, cache, processors, max_new_tokens: int, eos, 
     ``cache`` (a ``StaticCache`` or ``DynamicCache``) holds every prompt position but the last
     (:func:`~flowgrpo.trainer.loop.rollout.prefill_prompts`); it is shrunk to the live rows in
     place. ``processors``: the logits processors, each called with all N rows (an ended row's
-    scores are zeros, its token discarded)."""
+    scores are zeros, its token discarded). Without ``pad_id`` an ended row is continued with the
+    first end token, as ``generate`` does; without ``eos`` no row ends before the budget."""
     n, width = ids_NW.shape
     device = ids_NW.device
     forward = model.get_base_model() if hasattr(model, "get_base_model") else model
     keyword = cache_keyword(model)
     processors = LogitsProcessorList(processors)
-    eos_E = torch.tensor(list(eos), device=device)
+    eos_E = torch.tensor(list(eos), dtype=torch.long, device=device)
+    pad_id = int(eos_E[0]) if pad_id is None and len(eos_E) else pad_id
     live_N = torch.ones(n, dtype=torch.bool, device=device)
     rows_R = torch.arange(n, device=device)  # the cache's rows, as rows of the batch
     position_N = mask_NW.long().sum(1) - 1  # the last prompt token's position (generate's)

@@ -165,3 +165,20 @@ def test_the_rollout_with_and_without_dropping_ended_rows(temperature):
     assert a.texts == b.texts
     if temperature > 0:
         assert torch.allclose(a.sampler_logp_NT, b.sampler_logp_NT, atol=1e-5)
+
+
+def test_without_an_end_token_every_row_runs_the_whole_budget():
+    model, ids_NW, mask_NW, cache = setup(5)
+    with torch.no_grad():
+        out = decode(model, ids_NW, mask_NW, cache, [], 5, [], PAD)
+    assert out.shape == (8, ids_NW.shape[1] + 5)
+    assert all(layer.keys.shape[0] == 8 for layer in cache.layers), "no row was dropped"
+
+
+def test_without_a_pad_token_an_ended_row_continues_with_the_end_token():
+    """As ``generate`` does when the tokenizer has no pad token."""
+    model, ids_NW, mask_NW, cache = setup(4)
+    end_at = EndAt([0, None, None, None, None, None, None, None], ids_NW.shape[1])
+    with torch.no_grad():
+        out = decode(model, ids_NW, mask_NW, cache, [end_at], 4, [EOS], None)
+    assert out[0, ids_NW.shape[1] :].tolist() == [EOS] * 4
