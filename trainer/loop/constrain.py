@@ -3,7 +3,7 @@
 One llguidance matcher per sampled row follows the completion token by token and, before each
 token, gives the set of tokens the workflow grammar (:func:`flowgrpo.dsl.constrained.
 workflow_grammar`, for the row's domain and the run's operators) can continue with, as a packed
-bitmask of W = ceil(V / 32) int32 words. :class:`GrammarMask` applies it in ``generate`` and
+bitmask of W = ceil(V / 32) int32 words. :class:`GrammarMask` applies it in the decoding loop and
 keeps it: the rollout stores the masks ([N, T, W], 6 KiB per token for a 49k vocabulary), and
 the update unpacks one group's at a time (:func:`unpack_allowed`) to score the constrained
 distribution. Storing was chosen over replaying the matchers: the masks are computed during
@@ -146,7 +146,7 @@ class GrammarMask(LogitsProcessor):
     every matcher the token sampled at the previous call. A row is finished once it sampled
     one of ``end_ids`` or its matcher stopped (``finished``), even where the matcher does not
     report itself stopped (seen with a matcher in error): it is left unmasked and fed nothing
-    more, since ``generate`` pads it (with the tokenizer's pad, which need not be the end
+    more, since the decoding loop pads it (with the tokenizer's pad, which need not be the end
     token) and the loss ignores it.
     ``bits``: the packed mask of every call, [N, W] int32 each (see :meth:`allowed_bits`).
     ``endgame``: keeps every row finishable inside the token and call budgets (it edits the
@@ -199,7 +199,7 @@ class GrammarMask(LogitsProcessor):
 
     def allowed_bits(self, length: int) -> torch.Tensor:
         """[N, length, W] packed masks of the completion's positions (all-allowed past the
-        calls made: ``generate`` stops calling once every row has ended)."""
+        calls made: the decoding loop stops calling once every row has ended)."""
         n, w = len(self.matchers), self.bits[0].shape[1] if self.bits else 1
         out = torch.full((n, length, w), ALL_ALLOWED, dtype=torch.int32)
         if self.bits:

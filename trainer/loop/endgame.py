@@ -53,7 +53,7 @@ def only(bits_W: torch.Tensor, token_ids: list[int]) -> None:
 class EndGame:
     """Keeps each constrained row finishable; see the module docstring.
 
-    Counters (per ``generate`` call): ``forced_rows`` (rows whose end was forced),
+    Counters (per sampling call): ``forced_rows`` (rows whose end was forced),
     ``filtered`` (positions where tokens were removed to keep a finish in reach), ``touched``
     (rows with either) and ``unclosable`` (rows the end game could not help: a prefix it
     cannot scan or finish, left to the grammar alone; expected 0).

@@ -101,7 +101,7 @@ def sampling_policy(
     packed: bool,
     cache: PackCache | None = None,
 ) -> Iterator[int]:
-    """The policy as a ``generate`` call samples it: in eval mode, without gradients, on its
+    """The policy as a sampling call samples it: in eval mode, without gradients, on its
     weights with the LoRA adapter merged (:func:`merged_adapter`), cast to ``dtype``
     (:func:`parameters_as`), then packed for oneDNN for a batch of ``rows`` on a CPU
     (:func:`flowgrpo.operators.packed_weights.packed_linears`). Each is undone on the way out

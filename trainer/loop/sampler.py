@@ -1,4 +1,4 @@
-"""Drawing each next token by inverse CDF inside ``generate``.
+"""Drawing each next token by inverse CDF inside the decoding loop (or ``generate``).
 
 ``generate``'s sampling step draws with ``torch.multinomial``, which on a CPU costs about 10 ms
 for 8 rows of SmolLM2's 49,152-token vocabulary (one thread), some 9% of all sampling time in
