@@ -132,9 +132,9 @@ def prefill_prompts(
     Prompts of different lengths are left-padded in the cache, matching the left-padded
     ``input_ids``: the padded positions are masked, and the cached keys carry the RoPE
     positions of the unpadded prompt, which is what ``generate`` computes from the attention
-    mask. ``generate`` then only runs the last prompt token before sampling, instead of
-    prefilling every prompt K times. The tokens every prompt starts with (the instruction and
-    the few-shot turns) run once for all of them (:func:`prompt_prefix`).
+    mask. The decoding loop (or ``generate``) then only runs the last prompt token before
+    sampling, instead of prefilling every prompt K times. The tokens every prompt starts with
+    (the instruction and the few-shot turns) run once for all of them (:func:`prompt_prefix`).
 
     With ``max_new_tokens`` the cache is a ``StaticCache`` with room for the last prompt token
     and every new token: a decoding step writes its keys and values in place instead of

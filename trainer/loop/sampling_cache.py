@@ -1,6 +1,6 @@
 """What a run's sampling calls reuse from each other while the weights stay the same.
 
-Each ``generate`` call of a step samples with the weights of that step (the update comes after
+Each sampling call of a step samples with the weights of that step (the update comes after
 all of them), and every prompt starts with the same instruction and examples; the frozen layers
 never change at all. :class:`SamplingCache` keeps what that makes reusable, checked so that what
 it returns is what computing it again would return (docs/BENCHMARKS.md, "A study seed: what
@@ -19,7 +19,7 @@ from flowgrpo.trainer.loop.policy import trainable_values
 
 
 class SamplingCache:
-    """What one run's ``generate`` calls reuse from each other while the weights stay the same.
+    """What one run's sampling calls reuse from each other while the weights stay the same.
 
     * ``packs``: the oneDNN-packed copies of the frozen Linear weights
       (:class:`~flowgrpo.operators.packed_weights.PackCache`).

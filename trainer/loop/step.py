@@ -70,7 +70,7 @@ class StepEnv:
     environment: RunEnvironment
     cache: ExecutionCache | None
     history: RecentWorkflows
-    sampling: SamplingCache | None = None  # what the run's generate calls share
+    sampling: SamplingCache | None = None  # what the run's sampling calls share
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ def sample_and_score(
 
 def sample(env: StepEnv, problems: Sequence[Problem], temperature: float | None = None) -> Rollout:
     """``num_generations`` completions per problem at ``temperature`` (None: the step's own),
-    in one batched ``generate`` call."""
+    decoded as one batch."""
     r, run = env.config.rollout, env.environment
     return generate_rollout(
         env.model,
@@ -225,7 +225,7 @@ def first_rollout(env: StepEnv, draw: Callable[[int], list[Problem]]) -> Scored:
     """This step's rollout of ``problems_per_step`` fresh problems: it describes the policy as
     it is (metrics, the guard's decision) before any resampling.
 
-    With ``rollout.spare_problems`` S > 0 the same ``generate`` call samples S more fresh
+    With ``rollout.spare_problems`` S > 0 the same sampling call samples S more fresh
     problems, kept unscored in :attr:`Scored.spares` for the replacement round (:func:`collect`):
     sampling is bound by reading the weights once per decoding step, so S more groups in the call
     cost far less than a call of their own (docs/BENCHMARKS.md), as DAPO's over-sampling
