@@ -37,9 +37,10 @@ def decode(model, ids_NW, mask_NW, cache, processors, max_new_tokens: int, eos, 
 
     ``cache`` (a ``StaticCache`` or ``DynamicCache``) holds every prompt position but the last
     (:func:`~flowgrpo.trainer.loop.rollout.prefill_prompts`); it is shrunk to the live rows in
-    place. ``processors``: the logits processors, each called with all N rows (an ended row's
-    scores are zeros, its token discarded). Without ``pad_id`` an ended row is continued with the
-    first end token, as ``generate`` does; without ``eos`` no row ends before the budget."""
+    place. ``processors``: the logits processors, each called with all N rows (a row removed from
+    the cache gets scores of zeros; an ended row's token is discarded). Without ``pad_id`` an
+    ended row is continued with the first end token, as ``generate`` does; without ``eos`` no row
+    ends before the budget."""
     n, width = ids_NW.shape
     device = ids_NW.device
     forward = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -58,7 +59,10 @@ def decode(model, ids_NW, mask_NW, cache, processors, max_new_tokens: int, eos, 
             cache_position=torch.tensor([width - 1 + step], device=device), **{keyword: cache},
         )  # fmt: skip
         logits_RV = out.logits[:, -1].float()
-        scores_NV = logits_RV.new_zeros(n, logits_RV.shape[-1]).index_copy_(0, rows_R, logits_RV)
+        scores_NV = logits_RV  # every row still in the cache: no copy to N rows needed
+        if rows_R.shape[0] < n:
+            scores_NV = logits_RV.new_zeros(n, logits_RV.shape[-1])
+            scores_NV.index_copy_(0, rows_R, logits_RV)
         token_N = processors(ids, scores_NV).argmax(-1).masked_fill(~live_N, pad_id)
         ids = torch.cat([ids, token_N[:, None]], dim=1)
         mask = torch.cat([mask, mask.new_ones(n, 1)], dim=1)
