@@ -149,10 +149,30 @@ def _graded(prediction: str | None, reference: str, rel_tol: float, abs_tol: flo
     if math.isclose(pred, ref, rel_tol=rel_tol, abs_tol=abs_tol):
         return CheckResult(True, 1.0, f"predicted {pred:g} == expected {ref:g}")
     error = abs(pred - ref) / abs(ref) if ref != 0 else math.inf
-    score = next((tier for limit, tier in GRADED_TIERS if error <= limit), 0.0)
     return CheckResult(
-        False, score, f"predicted {pred:g} != expected {ref:g} (relative error {error:.3g})"
+        False,
+        _tier(pred, ref),
+        f"predicted {pred:g} != expected {ref:g} (relative error {error:.3g})",
     )
+
+
+def _tier(pred: float, ref: float) -> float:
+    """The :data:`GRADED_TIERS` score of a number that is not the reference."""
+    error = abs(pred - ref) / abs(ref) if ref != 0 else math.inf
+    return next((tier for limit, tier in GRADED_TIERS if error <= limit), 0.0)
+
+
+def same_number(pred: float, ref: float) -> bool:
+    """Whether ``pred`` states the reference number ``ref``.
+
+    An integer reference needs that integer (to 1e-6, the rounding of float arithmetic such as
+    ``0.1 * 30``): a relative tolerance would let ``192000150`` pass for ``192000000``. Any other
+    reference needs a relative error of at most 1e-6, and no absolute slack: ``0.0000001`` is not
+    ``0.0000005``.
+    """
+    if ref.is_integer():
+        return abs(pred - ref) <= 1e-6
+    return math.isclose(pred, ref, rel_tol=1e-6, abs_tol=0.0)
 
 
 def graded_math(
@@ -187,6 +207,12 @@ _THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?:,\d{3})+(?![\d,])")
 _PREFIX = re.compile(r"^[A-Za-z]\w*\s*=\s*")  # "x = 5"
 _UNITS = re.compile(r"(?<=[\d)])\s*[A-Za-z][A-Za-z .]*$")  # "5 apples", "3.5 hours"
 _NOT_UNITS = {"pi", "e", "i", "inf", "infinity", "sqrt"}
+#: A stated result that names a constant or a function is not the number written before it
+#: (``5\\pi`` is not 5): no falling back to :func:`extract_number` then.
+_SYMBOLS = re.compile(
+    r"\\(?:pi|sqrt|infty|log|ln|exp|sin|cos|tan)(?![A-Za-z])"
+    r"|\b(?:pi|sqrt|inf|infinity)\b|\d\s*[ei]\b"
+)
 _OPS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
     ast.Div: operator.truediv, ast.Pow: operator.pow,
@@ -214,7 +240,10 @@ def _eval(node: ast.AST) -> float:
         left, right = _eval(node.left), _eval(node.right)
         if isinstance(node.op, ast.Pow) and (abs(right) > 64 or abs(left) > 1e6):
             raise ValueError("power too large")
-        return _OPS[type(node.op)](left, right)
+        value = _OPS[type(node.op)](left, right)
+        if not isinstance(value, float):  # (-8) ** (1/3) is complex: not a real number
+            raise ValueError("not a real number")
+        return value
     raise ValueError("not arithmetic")
 
 
@@ -285,13 +314,13 @@ def check_math_answer(prediction: str | None, reference: str, graded: bool = Fal
     """The math checker of :func:`check_answer`: numbers when the reference is one, else forms.
 
     A numeric reference (``0.75``, ``3/4``, ``\\frac{3}{4}``, ``1,000``, ``$5``, ``12%``,
-    ``2^{10}``; see :func:`parse_math_value`) is compared with the
-    prediction's stated result read the same way (else :func:`extract_number`), within 1e-6;
-    a percentage matches either reading (``12%`` = 12 or 0.12). ``graded`` gives the
-    :func:`graded_math` tiers. A reference that is not a number (``\\sqrt{2}``, ``(1, 2)``, a
-    letter choice) is compared as text after :func:`symbolic_key`, with
-    the prediction's stated result (:func:`final_region`) or its whole
-    text; score 1.0 or 0.0.
+    ``2^{10}``; see :func:`parse_math_value`) is compared with the prediction's stated result
+    read the same way (else :func:`extract_number`, unless the stated result names a constant
+    or function: ``5\\pi``), as :func:`same_number` says; a percentage matches either reading
+    (``12%`` = 12 or 0.12). ``graded`` gives the :data:`GRADED_TIERS` to a wrong number. A
+    reference that is not a number (``\\sqrt{2}``, ``(1, 2)``, a letter choice) is compared as
+    text after :func:`symbolic_key`, with the prediction's stated result
+    (:func:`final_region`) or its whole text; score 1.0 or 0.0.
     """
     if not isinstance(reference, str) or not reference.strip():
         raise ValueError(f"the math reference answer {reference!r} is empty")
@@ -321,18 +350,21 @@ def _check(prediction: str | None, reference: str, graded: bool) -> CheckResult:
         ok = key in (symbolic_key(final_region(prediction)), symbolic_key(prediction))
         relation = "==" if ok else "!="
         return CheckResult(ok, float(ok), f"predicted form {relation} expected {reference!r}")
-    pred = parse_math_value(final_region(prediction))
-    if pred is None and (number := extract_number(prediction)) is not None:
-        pred = MathValue(number)
+    region = final_region(prediction)
+    pred = parse_math_value(region)
+    if pred is None and not _SYMBOLS.search(region):
+        number = extract_number(prediction)
+        pred = None if number is None else MathValue(number)
     if pred is None:
         return CheckResult(
             False, 0.0, f"no number found in the prediction (expected {ref.value:g})"
         )
     pairs = [(p, r) for p in pred.readings() for r in ref.readings()]
-    if any(math.isclose(p, r, rel_tol=1e-6, abs_tol=1e-6) for p, r in pairs):
+    if any(same_number(p, r) for p, r in pairs):
         return CheckResult(True, 1.0, f"predicted {pred.value:g} == expected {ref.value:g}")
     if graded:
-        return _graded(f"{pred.value!r}", f"{ref.value!r}", 1e-6, 1e-6)
+        score = _tier(pred.value, ref.value)
+        return CheckResult(False, score, f"predicted {pred.value:g} != expected {ref.value:g}")
     return CheckResult(False, 0.0, f"predicted {pred.value:g} != expected {ref.value:g}")
 
 

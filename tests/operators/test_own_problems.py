@@ -3,6 +3,8 @@
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flowgrpo.operators.checkers import check_answer, check_math_answer
 from flowgrpo.operators.tasks import load_task
@@ -152,6 +154,47 @@ def test_math_answers_that_are_not_plain_numbers(prediction, reference, correct)
     assert check_math_answer(prediction, reference).correct is correct
     problem = Problem("m/1", "math", "q", reference)
     assert check_answer(problem, prediction).correct is correct  # the domain's checker
+
+
+# (prediction, reference): wrong numbers a tolerance or a fallback once passed as right
+WRONG_BUT_CLOSE = [
+    ("192000150", "192000000"),  # a relative 1e-6 is 192 on a GSM8K-sized reference
+    ("1450001", "1450000"),
+    ("0.0000001", "0.0000005"),  # an absolute 1e-6 passes any tiny number
+    (r"5\pi", "5"),  # not a number the checker reads: no falling back to its leading 5
+    ("5 pi", "5"),
+    (r"\boxed{3\sqrt{2}}", "3"),
+]
+
+
+@pytest.mark.parametrize(("prediction", "reference"), WRONG_BUT_CLOSE)
+def test_a_wrong_number_close_to_the_reference_is_wrong(prediction, reference):
+    result = check_math_answer(prediction, reference)
+    assert (result.correct, result.score) == (False, 0.0)
+    graded = check_math_answer(prediction, reference, graded=True)
+    assert not graded.correct and graded.score < 1.0
+
+
+@pytest.mark.parametrize(
+    ("prediction", "reference"),
+    [("0.1 * 30", "3"), ("1/3", "0.333333333"), ("192000000.0", "192000000"), ("2.50", "2.5")],
+)
+def test_float_rounding_of_the_right_number_is_still_right(prediction, reference):
+    assert check_math_answer(prediction, reference).correct
+
+
+def test_an_answer_that_is_not_a_real_number_is_wrong_not_an_error():
+    # (-8)^(1/3) is complex in Python: it once raised TypeError and took the batch with it
+    for prediction in (r"\boxed{(-8)^{1/3}}", "(-1)^0.5", "(-2)^{2.5}"):
+        assert check_math_answer(prediction, "-2").correct is False
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789.-+*/^()eE %$,{}\\fracsqrtpi ", max_size=40))
+def test_the_math_checker_never_raises_on_what_an_executor_writes(prediction):
+    for graded in (False, True):
+        result = check_math_answer(prediction, "-2", graded)
+        assert 0.0 <= result.score <= 1.0
 
 
 def test_math_graded_credit_and_qa_normalisation():
