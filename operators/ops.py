@@ -259,8 +259,14 @@ def _test_program(code: str, tests: tuple[str, ...]) -> str:
 
 @register_operator("Test")
 def test(state: State, instruction: str | None, settings: OpSettings) -> OpGen:
-    """Run the problem's public tests on the solution; on failure the LLM fixes it (bounded)."""
-    tests = state.problem.public_tests or state.problem.tests[:1]
+    """Run the problem's public tests on the solution; on failure the LLM fixes it (bounded).
+
+    Only the public tests: the scored tests never reach the executor, or a fix prompt would
+    show the expected values that score it (a HumanEval problem's one hidden test is the
+    whole check). A problem without public tests has the solution run alone: Test then
+    catches code that does not even run.
+    """
+    tests = state.problem.public_tests
     for round_ in range(1 + settings.test_fix_rounds):
         program = _test_program(state.solution or "", tests)
         (run,) = yield [RunCode("Test", program, timeout_s=settings.code_timeout_s)]

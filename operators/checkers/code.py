@@ -144,10 +144,12 @@ def check_code(
     timeout_s: float = 5.0,
     memory_mb: int = 512,
     setup: str | None = None,
+    credit_from: Sequence[int] | None = None,
 ) -> CheckResult:
-    """Run ``tests`` against a solution; score = fraction passed. The solution and the tests
-    run in separate sandbox processes (:mod:`.code_programs`), so the solution cannot reach the
-    tests, the expected values or the verdict.
+    """Run ``tests`` against a solution; score = fraction passed (of the tests whose indices
+    ``credit_from`` lists, when given: the ones the executor could not see), 1.0 when all pass.
+    The solution and the tests run in separate sandbox processes (:mod:`.code_programs`), so the
+    solution cannot reach the tests, the expected values or the verdict.
 
     The code is taken from the first ```python fence of ``solution_code`` when there is one
     (:func:`extract_code`). The test program runs ``setup`` (the question's code, trusted) and
@@ -185,11 +187,12 @@ def check_code(
             break
         got, notes = _ask_candidate(code, entry_point, new, timeout_s, memory_mb)
         answers.update(got)
-    return _verdict(tests, outcomes, notes, result)
+    return _verdict(tests, outcomes, notes, result, credit_from)
 
 
-def _verdict(tests, outcomes: dict, notes: list[str], result) -> CheckResult:
-    passed = sum(1 for state, error in outcomes.values() if state == "done" and error is None)
+def _verdict(tests, outcomes: dict, notes: list[str], result, credit_from=None) -> CheckResult:
+    ok = {i for i, (state, error) in outcomes.items() if state == "done" and error is None}
+    passed = len(ok)
     failures = []
     for i, (state, error) in sorted(outcomes.items()):
         if state != "done":
@@ -200,11 +203,19 @@ def _verdict(tests, outcomes: dict, notes: list[str], result) -> CheckResult:
     if missing:
         failures.append(f"{missing} test(s) not run ({result.reason or 'tests stopped'})")
     details = "; ".join([f"{passed}/{len(tests)} tests passed", *notes, *failures[:3]])
-    return CheckResult(passed == len(tests), passed / len(tests), details)
+    if passed == len(tests):
+        return CheckResult(True, 1.0, details)
+    counted = list(credit_from) if credit_from else range(len(tests))
+    return CheckResult(False, sum(i in ok for i in counted) / len(counted), details)
 
 
 def check_code_problem(problem: Problem, prediction: str | None, graded: bool) -> CheckResult:
-    """The checker of the ``code`` domain (the share of tests passed is always the score)."""
+    """The checker of the ``code`` domain: correct when every test passes; the score is the
+    share passed of the tests that are not public (all of them when every test is public), so
+    hard-coding the test the Test operator showed earns no partial credit."""
     if not problem.tests:
         raise ValueError(f"code problem {problem.id} has no tests to run")
-    return check_code(prediction, problem.tests, problem.entry_point, setup=question_code(problem))
+    hidden = [i for i, test in enumerate(problem.tests) if test not in problem.public_tests]
+    setup = question_code(problem)
+    return check_code(prediction, problem.tests, problem.entry_point, setup=setup,
+                      credit_from=hidden)  # fmt: skip

@@ -16,8 +16,8 @@ key                needed    meaning
 ``tests``          code      list of test strings (asserts, or code that raises on failure); a
                              single string is one test
 ``entry_point``    no        code: the function name the tests call (bound to ``candidate``)
-``public_tests``   no        code: tests the Test operator may run while solving (default: the
-                             first of ``tests``)
+``public_tests``   no        code: tests the Test operator may run while solving (default:
+                             none, and Test only runs the solution; ``tests`` are never shown)
 ``id``             no        unique id (string or integer); default: the line/row index
 ``meta``           no        an object kept with the problem (not shown to anyone)
 =================  ========  ====================================================================

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from flowgrpo.operators.checkers import check_code
-from flowgrpo.operators.checkers.code import proxied_names, question_code
+from flowgrpo.operators.backends.scripted import ScriptedBackend
+from flowgrpo.operators.checkers import CheckResult, check_code
+from flowgrpo.operators.checkers.code import check_code_problem, proxied_names, question_code
+from flowgrpo.operators.interpreter import run_workflow
 from flowgrpo.operators.tasks.base import Problem
 
 TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 5", "assert add(2, 2) == 4"]
@@ -115,3 +117,42 @@ def test_a_standard_module_the_tests_use_unimported_is_the_real_one():
     tests = ["assert size((1, 2)) == sys.getsizeof((1, 2))"]
     assert check_code(solution, tests, "size").score == 1.0
     assert check_code(cheat, tests, "size").score == 0.0
+
+
+def test_hard_coding_the_public_test_earns_no_partial_credit():
+    # the Test operator shows the public test to the executor; credit comes from the rest
+    problem = Problem(id="c/2", domain="code", question="Write add(a, b).", entry_point="add",
+                      tests=(TESTS[0], TESTS[2], "assert add(5, 5) == 10"),
+                      public_tests=(TESTS[0],))  # fmt: skip
+    hard_coded = "def add(a, b):\n    return 3 if (a, b) == (1, 2) else -999\n"
+    result = check_code_problem(problem, hard_coded, graded=True)
+    assert (result.correct, result.score) == (False, 0.0), result.details
+    half = "def add(a, b):\n    return a + b if a < 5 else 0\n"  # two hidden tests: one passes
+    assert check_code_problem(problem, half, graded=True).score == pytest.approx(1 / 2)
+    right = check_code_problem(problem, "def add(a, b):\n    return a + b\n", graded=True)
+    assert (right.correct, right.score) == (True, 1.0)
+
+
+def test_the_test_operator_never_shows_the_scored_tests_to_the_executor():
+    # no public tests: Test once ran the first scored test and pasted it into the fix prompt
+    problem = Problem(id="c/3", domain="code", question="Write add(a, b).", entry_point="add",
+                      tests=("assert add(1, 2) == 3",))  # fmt: skip
+    prompts = []
+
+    def executor(request):
+        prompts.append(request.messages[-1].content)
+        return "```python\ndef add(a, b):\n    return a - b\n```"
+
+    result = run_workflow("CustomCodeGenerate -> Test", problem, ScriptedBackend(executor),
+                          check=lambda p, a: CheckResult(False, 0.0, ""))  # fmt: skip
+    assert not any("add(1, 2)" in prompt for prompt in prompts)
+    assert [t.op for t in result.trace] == ["CustomCodeGenerate", "Test"]  # ran, no fix asked
+    broken = Problem(id="c/4", domain="code", question="Write add(a, b).", entry_point="add",
+                     tests=("assert add(1, 2) == 3",))  # fmt: skip
+    replies = iter(["```python\ndef add(a, b) return a\n```", "```python\ndef add(a, b):\n"
+                    "    return a + b\n```"])  # fmt: skip
+    prompts.clear()
+    run_workflow("CustomCodeGenerate -> Test", broken,
+                 ScriptedBackend(lambda r: prompts.append(r.messages[-1].content) or next(replies)),
+                 check=lambda p, a: CheckResult(False, 0.0, ""))  # fmt: skip
+    assert "SyntaxError" in prompts[-1] and "add(1, 2)" not in prompts[-1]  # a fix, blind
