@@ -15,18 +15,24 @@ _QUOTE = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t"
 _SEQ, _STEP, _UNIT = 0, 1, 2
 
 
-def canonical(workflow: Workflow | Node) -> str:
-    """The canonical text of a workflow or AST node.
+def canonical(workflow: Workflow | Node, instructions: bool = True) -> str:
+    """The canonical text of a workflow or AST node; without its operators' instructions when
+    ``instructions`` is False (what two workflows that differ only in wording have in common).
 
     >>> from flowgrpo.dsl import parse
     >>> canonical(parse("( Custom )->[ Custom,Programmer ]->ScEnsemble"))
     'Custom -> [Custom, Programmer] -> ScEnsemble'
+    >>> canonical(parse('Custom("be brief") -> Format'), instructions=False)
+    'Custom -> Format'
     """
-    return _Printer().visit(workflow, _SEQ)
+    return _Printer(instructions).visit(workflow, _SEQ)
 
 
 class _Printer(Visitor[str]):
     """``visit(node, where)``: the text of ``node`` printed at position ``where``."""
+
+    def __init__(self, instructions: bool = True):
+        self.instructions = instructions
 
     def visit_seq(self, node: Seq, where: int) -> str:
         text = " -> ".join(self.visit(s, _STEP) for s in node.steps)
@@ -47,7 +53,7 @@ class _Printer(Visitor[str]):
         return "done"
 
     def visit_op(self, node: Op, where: int) -> str:
-        if node.instruction is None:
+        if node.instruction is None or not self.instructions:
             return node.name
         return f'{node.name}("{node.instruction.translate(_QUOTE)}")'
 

@@ -213,8 +213,10 @@ def diversity(
     ``diversity_metric="canonical"`` (default): the share of siblings whose canonical form
     differs (a sibling without a workflow counts as different). ``"structural"``: the mean over
     siblings of the multiset-Jaccard distance between the samples' operators plus constructs
-    (chain, conditional, loop, parallel, instruction); identical workflows are at distance 0, a
-    sibling without a workflow at 1.
+    (chain, conditional, loop, parallel); identical workflows are at distance 0, a sibling
+    without a workflow at 1. Both read workflows without their instructions
+    (:attr:`Sample.diversity_key`): any text makes a workflow "different" at no cost, so
+    wording would be paid for while the executor does the same.
 
     Fallbacks get 0; so do invalid workflows while ``diversity_requires_valid`` (default). A
     group of one sample has no siblings: 0. With a history and ``diversity_history_weight`` w,
@@ -223,7 +225,7 @@ def diversity(
     With the example group (canonical): ``[0.0, 0.0, 0.0, 1.0, 1.0]``; K identical valid
     workflows: all 0.
     """
-    keys = [s.canonical for s in group]
+    keys = [s.diversity_key for s in group]
     if options.diversity_metric == "structural":
         group_scores = _structural(group, keys)
     else:
@@ -257,7 +259,8 @@ def _structural(group: Sequence[Sample], keys: list[str | None]) -> list[float]:
     for sample, key in zip(group, keys):
         if key is not None and key not in bags:
             report = sample.report
-            bags[key] = Counter(report.operators) + Counter(f"<{f}>" for f in report.features)
+            constructs = report.features - {"instruction"}
+            bags[key] = Counter(report.operators) + Counter(f"<{f}>" for f in constructs)
     counts = Counter(keys)
     scores = []
     for key in keys:

@@ -8,7 +8,8 @@ from typing import Any
 
 
 class RecentWorkflows:
-    """Counts of canonical workflows over the last ``window_batches`` batches.
+    """Counts of workflows over the last ``window_batches`` batches (the reward counts their
+    :attr:`~flowgrpo.rewards.sample.Sample.diversity_key`: canonical forms without instructions).
 
     ``rarity(c) = 1 - count(c) / count(most common)`` over the window: the most common workflow
     scores 0, a workflow not seen in the window scores 1, and an empty window scores every

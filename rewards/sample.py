@@ -10,6 +10,7 @@ from flowgrpo.dsl import (
     Extraction,
     OperatorTable,
     Report,
+    canonical,
     extract,
     validate,
 )
@@ -64,6 +65,15 @@ class Sample:
     def canonical(self) -> str | None:
         """The canonical form of the workflow; None on a fallback or a syntax error."""
         return self.report.canonical if self.report is not None else None
+
+    @property
+    def diversity_key(self) -> str | None:
+        """The canonical form without instructions: what diversity compares, so that wording
+        (an empty, a re-cased or a made-up instruction) does not make a workflow "different";
+        None on a fallback or a syntax error."""
+        if self.report is None or self.report.workflow is None:
+            return None
+        return canonical(self.report.workflow, instructions=False)
 
     @property
     def structure(self) -> str | None:

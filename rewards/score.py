@@ -282,12 +282,12 @@ def score_samples(
         names, scores, np.array(spec.active_weights), group_size, tuple(map(_details, samples))
     )
     if history is not None and update_history:
-        history.push(s.canonical for s in samples if _history_eligible(s, spec))
+        history.push(s.diversity_key for s in samples if _history_eligible(s, spec))
     return table
 
 
 def _history_eligible(sample: Sample, spec: RewardSpec) -> bool:
-    if sample.canonical is None:
+    if sample.diversity_key is None:
         return False
     return sample.valid or not spec.options.diversity_requires_valid
 

@@ -206,6 +206,15 @@ DIVERSITY_CASES = [
     ((A, A, B), RewardOptions(diversity_metric="structural"), [1 / 3, 1 / 3, 2 / 3]),
     ((A, B, "prose only"), RewardOptions(diversity_metric="structural"), [5 / 6, 5 / 6, 0]),
     ((A, A), RewardOptions(diversity_metric="structural"), [0, 0]),
+    # wording is not diversity: the same workflow with an empty, a re-cased or a made-up
+    # instruction sends the executor the same work (an empty one, the same prompt)
+    (
+        (A, 'Custom("") -> Format', 'Custom -> Format("FORMAT")', 'Custom("x") -> Format("y")'),
+        OPTS,
+        [0, 0, 0, 0],
+    ),
+    ((A, 'Custom("") -> Format'), RewardOptions(diversity_metric="structural"), [0, 0]),
+    ((A, 'Custom("be brief")'), OPTS, [1, 1]),  # a different workflow still counts
 ]
 
 
@@ -224,6 +233,14 @@ def test_diversity_blends_rarity_against_history():
     # without a history, or with weight 0, only the group counts
     same(score("diversity", group, options), [1, 1, 2 / 3, 2 / 3])
     same(score("diversity", group, OPTS, history), [1, 1, 2 / 3, 2 / 3])
+
+
+def test_history_rarity_is_not_bought_with_a_new_instruction():
+    history = RecentWorkflows(window_batches=4)
+    history.push([A, A, B])
+    options = RewardOptions(diversity_history_weight=1.0)
+    same(score("diversity", group_of('Custom("seen before?") -> Format', B), options, history),
+         [0.0, 0.5])  # fmt: skip
 
 
 def test_diversity_never_reads_the_execution():
