@@ -450,7 +450,11 @@ def eval_cmd(**options) -> None:
     type=click.Choice(DTYPES),
     help="dtype of the saved weights. [default: the run's model.dtype]",
 )
-@click.option("--overwrite", is_flag=True, help="OUT is not empty: delete what is there first.")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="OUT holds an earlier export: replace the files it lists (nothing else is touched).",
+)
 @output_options
 def export_cmd(checkpoint, merge, base, device, dtype, overwrite) -> None:
     """Export RUN_DIR/checkpoint-N as one standard Hugging Face model folder.

@@ -99,12 +99,15 @@ def _folder_mode() -> int:
     return 0o777 & ~umask
 
 
-def follow_umask(folder: Path) -> None:
-    """Give every file and folder under ``folder`` the mode a new one gets under the umask
-    (safetensors writes its files 0600, as a private temporary file), so a group that reads
-    the run directory reads checkpoints, adapters and exported models too."""
+def follow_umask(folder: Path, only: str | None = None) -> None:
+    """Give every file and folder under ``folder`` (under ``folder / only`` and that path
+    itself, when given) the mode a new one gets under the umask (safetensors writes its files
+    0600, as a private temporary file), so a group that reads the run directory reads
+    checkpoints, adapters and exported models too."""
     folders = _folder_mode()
-    for path in Path(folder).rglob("*"):
+    top = Path(folder) if only is None else Path(folder) / only
+    paths = top.rglob("*") if only is None else [top, *top.rglob("*")]
+    for path in paths:
         if not path.is_symlink():
             os.chmod(path, folders if path.is_dir() else folders & 0o666)
 

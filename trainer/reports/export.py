@@ -31,8 +31,16 @@ EXPORT_INFO = "flowgrpo_export.json"
 
 
 def check_export_target(out: str | Path, checkpoint: str | Path | None, overwrite: bool) -> Path:
-    """``out`` as a Path when it may be written: absent or empty, or ``overwrite`` (never the
-    checkpoint's run folder or a folder holding it). Raises ``FileExistsError``/``ValueError``."""
+    """``out`` as a Path when it may be written: absent or empty, or, with ``overwrite``, an
+    earlier export (its :data:`EXPORT_INFO` lists what it wrote, and only that is replaced);
+    never the checkpoint's run folder or a folder holding it.
+
+    Raises:
+        FileExistsError: a file is there; a non-empty folder without ``overwrite``; with
+            ``overwrite``, a non-empty folder no export wrote (nothing says which files are
+            whose: a command deletes only what it wrote).
+        ValueError: ``out`` holds the checkpoint.
+    """
     out = Path(out)
     if checkpoint is not None:
         run_dir = Path(checkpoint).resolve().parent
@@ -42,12 +50,35 @@ def check_export_target(out: str | Path, checkpoint: str | Path | None, overwrit
             )
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"--merge {out}: a file is there; choose a folder")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
+    if not out.is_dir() or not any(out.iterdir()):
+        return out
+    if not overwrite:
         raise FileExistsError(
-            f"--merge {out}: the folder is not empty; choose a new one or pass --overwrite "
-            "(deletes what is there)"
+            f"--merge {out}: the folder is not empty; choose a new one, or pass --overwrite "
+            "if it holds an earlier export (its files are replaced, nothing else is touched)"
         )
+    _written_before(out)  # raises unless an export wrote the folder
     return out
+
+
+def _written_before(out: Path) -> list[str]:
+    """The names an earlier export wrote in ``out`` (its :data:`EXPORT_INFO` lists them)."""
+    refuse = (
+        f"--merge {out} --overwrite: no export of this version wrote that folder (no "
+        f"{EXPORT_INFO} listing its files), so nothing shows which files are whose; "
+        "choose a new folder, or empty it yourself"
+    )
+    try:
+        files = json.loads((out / EXPORT_INFO).read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise FileExistsError(refuse) from None
+    if not isinstance(files, list) or not all(_plain_name(f) for f in files):
+        raise FileExistsError(refuse)
+    return files
+
+
+def _plain_name(name) -> bool:
+    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name
 
 
 def export_merged(
@@ -101,12 +132,22 @@ def export_base(
 
 
 def _save(model, tokenizer, out: Path, info: dict) -> None:
-    """Write ``model``, ``tokenizer`` and ``info`` (EXPORT_INFO) to the folder ``out``, emptied."""
+    """Write ``model``, ``tokenizer`` and ``info`` (EXPORT_INFO, with the names written) to the
+    folder ``out``, after removing what an earlier export wrote there (and nothing else)."""
     model.config.name_or_path = str(out)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    if out.is_dir() and any(out.iterdir()):
+        for name in _written_before(out):
+            path = out / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    before = {p.name for p in out.iterdir()}
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
-    follow_umask(Path(out))  # safetensors writes 0600
+    written = sorted({p.name for p in out.iterdir()} - before - {EXPORT_INFO})
+    for name in written:  # safetensors writes 0600; a file of the user's keeps its mode
+        follow_umask(out, only=name)
+    info = {**info, "files": [*written, EXPORT_INFO]}
     (out / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")

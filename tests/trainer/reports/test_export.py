@@ -69,14 +69,39 @@ def test_export_refuses_a_non_empty_folder_unless_overwrite_and_logs_by_level(tm
     )
     assert (out / "keep.txt").exists()
 
+    foreign = export(checkpoint, "--merge", out, "--overwrite")  # no export wrote this folder
+    assert foreign.exit_code == 2 and "no export of this version wrote" in foreign.output
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+    (out / "keep.txt").unlink()
+    assert export(checkpoint, "--merge", out).exit_code == 0
+    (out / "keep.txt").write_text("x")  # the user's file beside an export
     quiet = export(checkpoint, "--merge", out, "--overwrite", "--log-level", "WARNING")
     assert quiet.exit_code == 0, quiet.output
     assert "into tiny-random" not in quiet.output and "merging" in quiet.output
-    assert not (out / "keep.txt").exists()
+    assert (out / "keep.txt").read_text() == "x"
+    listed = json.loads((out / "flowgrpo_export.json").read_text())["files"]
+    assert "keep.txt" not in listed and {"model.safetensors", "config.json"} <= set(listed)
     silent = export(checkpoint, "--merge", out, "--overwrite", "--quiet")
     assert silent.exit_code == 0 and "merging" not in silent.output and "exported" in silent.output
     loud = export(checkpoint, "--merge", out, "--overwrite")
     assert "into tiny-random" in loud.output
+
+
+def test_overwrite_deletes_only_the_files_the_earlier_export_listed(tmp_path, monkeypatch):
+    checkpoint, out = fake_checkpoint(tmp_path / "run"), tmp_path / "merged"
+    assert export(checkpoint, "--merge", out).exit_code == 0
+    info = json.loads((out / "flowgrpo_export.json").read_text())
+    (out / "flowgrpo_export.json").write_text(json.dumps({**info, "files": ["../run"]}))
+    forged = export(checkpoint, "--merge", out, "--overwrite")
+    assert forged.exit_code == 2 and (tmp_path / "run").is_dir()  # a listed path is a name
+    mine = tmp_path / "mine"
+    (mine / "sub").mkdir(parents=True)
+    (mine / "sub" / "notes.txt").write_text("mine")
+    monkeypatch.chdir(mine)  # `--merge .` of a folder no export wrote: nothing deleted
+    here = export(checkpoint, "--merge", ".", "--overwrite")
+    assert here.exit_code == 2 and "no export of this version wrote" in here.output
+    assert (mine / "sub" / "notes.txt").read_text() == "mine"
 
 
 def test_export_usage_errors(tmp_path):
