@@ -26,6 +26,8 @@ from safetensors.torch import load_file
 
 logger = logging.getLogger(__name__)
 _NAME = re.compile(r"^checkpoint-(\d+)$")
+#: A save in progress (``tempfile.mkdtemp(prefix=".checkpoint-N.")``), renamed when complete.
+_TEMP = re.compile(r"^\.checkpoint-\d+\.")
 
 
 class CheckpointError(OSError):
@@ -149,6 +151,22 @@ def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def checkpoint_folders(run_dir: str | Path) -> list[Path]:
+    """Every folder a save wrote in ``run_dir``: ``checkpoint-N`` (complete or not) and the
+    temporary ``.checkpoint-N.*`` of a killed save; never a name of the user's such as
+    ``checkpoint-notes.txt`` or ``checkpoint-1-backup``."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    return sorted(
+        child
+        for child in run_dir.iterdir()
+        if (_NAME.match(child.name) or _TEMP.match(child.name))
+        and child.is_dir()
+        and not child.is_symlink()
+    )
+
+
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
     found = list_checkpoints(run_dir)
     return found[-1][1] if found else None
@@ -158,8 +176,9 @@ def _prune(run_dir: Path, keep: int) -> None:
     for _, path in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
         shutil.rmtree(path, ignore_errors=True)
         logger.info("deleted %s: logging.keep_checkpoints keeps the last %d", path.name, keep)
-    for stale in run_dir.glob(".checkpoint-*"):  # leftovers of a killed save
-        shutil.rmtree(stale, ignore_errors=True)
+    for stale in checkpoint_folders(run_dir):  # leftovers of a killed save
+        if _TEMP.match(stale.name):
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def load_checkpoint(path: str | Path, model, optimizer, scheduler) -> dict:

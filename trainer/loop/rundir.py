@@ -32,7 +32,7 @@ import yaml
 
 from flowgrpo.configuration import to_dict
 from flowgrpo.trainer.config import TrainConfig, load_config, save_config
-from flowgrpo.trainer.loop.checkpoint import latest_checkpoint
+from flowgrpo.trainer.loop.checkpoint import checkpoint_folders, latest_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def existing_run(run_dir: str | Path) -> list[str]:
         rows = sum(1 for line in metrics.read_text(encoding="utf-8").splitlines() if line.strip())
         if rows:
             found.append(f"{METRICS_FILE} with {rows} step{'s' if rows != 1 else ''}")
-    found += sorted(p.name for p in run_dir.glob("checkpoint-*"))
+    found += [p.name for p in checkpoint_folders(run_dir) if not p.name.startswith(".")]
     return found
 
 
@@ -201,7 +201,7 @@ def clear_run(run_dir: str | Path) -> list[str]:
     inside = run_dir.resolve()
     owned = _read_marker(run_dir) or []
     paths = [run_dir / name for name in owned if (run_dir / name).resolve().is_relative_to(inside)]
-    paths += sorted(run_dir.glob("checkpoint-*")) + sorted(run_dir.glob(".checkpoint-*"))
+    paths += checkpoint_folders(run_dir)
     removed = []
     for path in [*paths, run_dir / RUN_MARKER]:
         if path.resolve() == inside:
