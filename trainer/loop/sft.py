@@ -153,7 +153,7 @@ def train_sft(
         notify(history[0])
     while step < s.max_steps and not _reached(measured, s.target_validity):
         step += 1
-        if len(order) < s.batch_size:
+        while len(order) < s.batch_size:  # fewer pairs than a batch: it spans epochs
             order += rng.sample(range(len(pairs)), len(pairs))
         model.train()
         started = time.perf_counter()

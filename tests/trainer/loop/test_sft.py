@@ -126,6 +126,16 @@ def test_the_fresh_adapter_is_checked_only_when_eval_from_is_0(eval_from, checke
     assert result.steps == 3 and result.final["samples"] == 1, "the last step's check"
 
 
+def test_fewer_pairs_than_a_batch_make_batches_that_span_epochs():
+    settings = (*SMOKE, "sft.max_steps=2", "sft.eval_every=2", "sft.eval_from=2",
+                "sft.eval_problems=1", "sft.eval_k=1", "sft.target_validity=null")  # fmt: skip
+    cfg = load_config("configs/tiny-known-optimum.yaml", settings)
+    run = prepare_sft(cfg)
+    pairs = run.pairs[:3]  # a batch of 4 from 3 pairs: once an IndexError
+    result = train_sft(run.model, run.tokenizer, cfg, run.prompt, pairs, run.held_out)
+    assert result.steps == 2 and result.examples == 3
+
+
 def test_the_sft_check_samples_without_packed_weights(monkeypatch):
     """The check runs beside the optimizer state, where a packed copy of the weights lifted the
     known-optimum start's peak RSS over 2 GB (docs/BENCHMARKS.md): it never packs."""
