@@ -153,11 +153,19 @@ class OpenAIBackend:
 
         try:
             served = [m.id for m in self._get_client().models.list()]
+            if not all(isinstance(name, str) for name in served):
+                raise TypeError(f"model ids {served[:3]!r}... are not all names")
         except openai.APIError as exc:
             raise ValueError(
                 f"executor.base_url {self.base_url}: GET /models got no model list (timeout "
                 f"{self.read_timeout_s:g} s): {_server_message(exc)}; start the "
                 "OpenAI-compatible server or fix executor.base_url"
+            ) from None
+        except (AttributeError, TypeError, KeyError, ValueError) as exc:  # the SDK on a non-list
+            raise ValueError(
+                f"executor.base_url {self.base_url}: GET /models answered, but not with an "
+                f"OpenAI model list ({type(exc).__name__}: {str(exc)[:120]}); point "
+                "executor.base_url at the server's OpenAI root (usually ending in /v1)"
             ) from None
         if served and self.model not in served:
             raise ValueError(

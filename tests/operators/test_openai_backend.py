@@ -309,3 +309,42 @@ def test_openai_retries_follow_the_configured_backoff_not_the_sdk_default(serve,
     first, second = seen[1] - seen[0], seen[2] - seen[1]
     assert 0.05 <= first < 0.3 and 0.1 <= second < 0.35, (first, second)
     assert server.headers[0]["Authorization"] == "Bearer EMPTY"  # no key: the placeholder
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("text/html", "<html>a proxy's page</html>"),
+        ("application/json", "[1, 2]"),
+        ("application/json", '{"data": [{"name": "no id"}]}'),
+        ("application/json", '{"data": 5}'),
+    ],
+)
+def test_a_model_list_that_is_not_one_is_a_one_line_error(content_type, body):
+    from http.server import ThreadingHTTPServer
+
+    from flowgrpo.operators.backends.openai_http import OpenAIBackend
+
+    class Models(BaseHTTPRequestHandler):
+        def log_message(self, *_args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Models)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        with pytest.raises(ValueError, match="not with an OpenAI model list") as caught:
+            OpenAIBackend(base_url=url, model="m").check_server()
+        assert "\n" not in str(caught.value) and url in str(caught.value)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
