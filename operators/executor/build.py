@@ -44,9 +44,17 @@ def check_executor(section: ExecutorConfig, task: str | None = None) -> tuple[st
     if section.kind in BUILT_IN_KINDS:
         return ()
     try:
-        find_backend(section.kind)
+        factory = find_backend(section.kind)
     except ValueError as exc:
         raise ValueError(f"executor.kind: {exc}; or {', '.join(BUILT_IN_KINDS)}") from None
+    try:
+        _bind(factory, section)
+    except TypeError as exc:
+        raise ValueError(
+            f"executor.kind: the {section.kind!r} backend cannot be built from the executor "
+            f"section ({exc}): it is built in Python (make_backend); choose "
+            f"{', '.join(BUILT_IN_KINDS)} or a kind made for configs"
+        ) from None
     check = backend_check(section.kind)
     if check is not None:
         check(section, task)
@@ -108,12 +116,20 @@ def build_executor(
         return make_backend("openai", **_openai_kwargs(section)), limits
     check_executor(section)
     factory = find_backend(kind)
-    if "section" in inspect.signature(factory).parameters:
-        return factory(section=section), limits
+    return factory(**_bind(factory, section).arguments), limits
+
+
+def _bind(factory: Any, section: ExecutorConfig) -> inspect.BoundArguments:
+    """The arguments a plugin backend gets: the whole section when its factory takes
+    ``section``, else max_new_tokens, base_url and model (those set). ``TypeError`` when the
+    factory's signature does not take them (a backend built in Python, such as scripted)."""
+    signature = inspect.signature(factory)
+    if "section" in signature.parameters:
+        return signature.bind(section=section)
     kwargs: dict[str, Any] = {"max_new_tokens": section.max_new_tokens}
     kwargs |= {"base_url": section.base_url} if section.base_url else {}
     kwargs |= {"model": section.model} if section.model != "default" else {}
-    return factory(**kwargs), limits
+    return signature.bind(**kwargs)
 
 
 def _shared(section: ExecutorConfig, model: Any, tokenizer: Any) -> LLM:

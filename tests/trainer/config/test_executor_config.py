@@ -52,6 +52,18 @@ def test_a_plugin_kinds_check_sees_the_options_and_the_task():
         BACKENDS.unregister("checked_kind")
 
 
+def test_a_backend_built_only_in_python_is_refused_as_a_kind_before_anything_runs():
+    # scripted takes a table of answers: once a TypeError from deep inside the build
+    with pytest.raises(ValueError, match=r"executor\.kind: the 'scripted' backend cannot be built"):
+        check_executor(ExecutorConfig(kind="scripted"))
+    register_backend("url_only_kind", lambda base_url: None)  # takes no max_new_tokens
+    try:
+        with pytest.raises(ValueError, match="unexpected keyword argument 'max_new_tokens'"):
+            check_executor(ExecutorConfig(kind="url_only_kind", base_url="http://x"))
+    finally:
+        BACKENDS.unregister("url_only_kind")
+
+
 def test_the_saved_config_has_the_section(tmp_path):
     cfg = load_config(None, ("executor.kind=hf", "executor.timeout_s=7"))
     save_config(cfg, tmp_path / "config.yaml")
