@@ -22,6 +22,7 @@ from flowgrpo.trainer.cli.common import (
     config_options,
     count_option,
     file_option,
+    output_file_option,
     output_options,
 )
 from flowgrpo.trainer.cli.dsl import run_workflow_command, validate_command
@@ -262,7 +263,7 @@ def train_cmd(config_path, overrides, max_steps, output_dir, resume, overwrite, 
     type=click.Path(file_okay=False),
     help="A new folder for the adapter (and its config.yaml).",
 )
-@file_option("--json", "json_out", "Also write the summary.")
+@output_file_option("--json", "json_out", "Also write the summary.")
 @output_options
 def sft_cmd(config_path, overrides, out, json_out) -> None:
     """Format SFT: teach a fresh LoRA adapter to write the workflow DSL, to start RL from.
@@ -374,7 +375,7 @@ def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -
 )
 @click.option("--executor-model", help="executor.model: the openai executor's served model name.")
 @click.option("--no-execute", is_flag=True, help="Only validity/diversity; do not run workflows.")
-@file_option(
+@output_file_option(
     "--json", "json_out", "Also write the result as JSON to this file ('-' for stdout only)."
 )
 @click.option(

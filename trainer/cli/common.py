@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 import warnings
+from pathlib import Path
 from typing import NoReturn
 
 import click
@@ -49,6 +50,25 @@ def file_option(flag: str, dest: str | None, help: str):
     parameter's name (None: click's from the flag)."""
     names = (flag,) if dest is None else (flag, dest)
     return click.option(*names, type=click.Path(dir_okay=False), help=help)
+
+
+def output_file_option(flag: str, dest: str | None, help: str):
+    """A :func:`file_option` for a file the command writes: its folder must exist and be
+    writable, checked when the command line is read, before any work that the file would hold
+    ('-' passes: stdout)."""
+
+    def check(ctx, param, value):
+        if value is None or value == "-":
+            return value
+        folder = Path(value).parent
+        if not folder.is_dir():
+            raise click.BadParameter(f"no folder {folder} to write {value} in; create it first")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise click.BadParameter(f"cannot write in {folder}; choose another path")
+        return value
+
+    names = (flag,) if dest is None else (flag, dest)
+    return click.option(*names, type=click.Path(dir_okay=False), callback=check, help=help)
 
 
 def count_option(flag: str, help: str, default: int | None = None, **kwargs):

@@ -40,7 +40,11 @@ def validate_command(
             fail(f"--operators: {exc}")
     inputs = list(workflows)
     for handle in files:
-        inputs += [line.rstrip("\n") for line in handle if line.strip()]
+        try:
+            inputs += [line.rstrip("\n") for line in handle if line.strip()]
+        except UnicodeDecodeError as exc:
+            fail(f"--file {handle.name}: not UTF-8 text (byte {exc.start}: {exc.reason}); "
+                 "save it as UTF-8")  # fmt: skip
     if not inputs:
         raise click.UsageError("give at least one workflow, or --file FILE")
     all_ok = True

@@ -54,8 +54,7 @@ def eval_command(
     ``all_checkpoints`` evaluate every checkpoint of ``run_dir``; with ``search`` the search's
     pick in the setting of the checkpoint given (or the options')."""
     if compare:
-        a, b = (json.loads(Path(p).read_text(encoding="utf-8")) for p in compare)
-        click.echo(compare_results(a, b))
+        click.echo(compare_results(*map(_eval_result, compare)))
         return
     if all_checkpoints:
         if adapter or base or search or not run_dir:
@@ -78,9 +77,24 @@ def eval_command(
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc))
     json_out = o["json_out"]
-    if json_out and json_out != "-":
-        Path(json_out).write_text(json.dumps(result, indent=2), encoding="utf-8")
     click.echo(json.dumps(result, indent=2) if json_out == "-" else format_eval(result))
+    if json_out and json_out != "-":  # after the printing: a failed write loses nothing
+        try:
+            Path(json_out).write_text(json.dumps(result, indent=2), encoding="utf-8")
+        except OSError as exc:
+            fail(f"--json {json_out}: could not write the result ({exc}); it is printed above")
+
+
+def _eval_result(path: str) -> dict:
+    """A ``flowgrpo eval --json`` result read from ``path``, or a one-line error."""
+    try:
+        result = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        fail(f"--compare {path}: cannot be read as JSON ({type(exc).__name__}: {exc})")
+    if not isinstance(result, dict) or "validity_rate" not in result:
+        fail(f"--compare {path}: not an evaluation result (no validity_rate); give two files "
+             "written by flowgrpo eval --json")  # fmt: skip
+    return result
 
 
 def _target(adapter, base, run_dir, search):

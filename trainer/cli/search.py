@@ -13,6 +13,7 @@ from flowgrpo.trainer.cli.common import (
     count_option,
     fail,
     file_option,
+    output_file_option,
     output_options,
     status,
 )
@@ -37,8 +38,8 @@ from flowgrpo.trainer.cli.common import (
 )
 @count_option("--top", "How many of the best workflows to print.", 10)
 @click.option("--seed", default=0, show_default=True, help="Order of the training problems.")
-@file_option("--out", None, "Write the search as JSON here.")
-@file_option(
+@output_file_option("--out", None, "Write the search as JSON here.")
+@output_file_option(
     "--sft-pairs",
     None,
     "Write {question, workflow} pairs of the best workflow here (sft.data: jsonl:PATH).",

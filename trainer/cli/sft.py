@@ -42,8 +42,11 @@ def sft_command(config_path, overrides, out, json_out) -> None:
         bar.close()
         fail(str(exc))
     bar.close()
-    if json_out:
-        Path(json_out).write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    try:
+        if json_out:
+            Path(json_out).write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    except OSError as exc:  # the adapter is saved: say so rather than end in a traceback
+        fail(f"--json {json_out}: could not write the summary ({exc}); the adapter is in {out}")
     click.echo(
         f"format SFT of {summary['model']}: validity {summary['validity']:.2f}, fallback "
         f"{summary['fallback']:.2f} on {summary['eval_samples']} held-out samples at "

@@ -250,3 +250,44 @@ def test_the_python_api_names_a_plugin_loader_that_builds_bad_problems(tmp_path)
     finally:
         TASKS.unregister("surrogates_for_test")
     assert "\n" not in str(info.value) and not out.exists()
+
+
+def test_an_output_file_in_no_folder_is_refused_before_any_work(tmp_path):
+    # eval, sft and search once did the work, then ended in a FileNotFoundError traceback
+    nowhere = tmp_path / "nodir" / "x.json"
+    for args in (
+        ["eval", "--base", "--model", "tiny-random", "--n", "1", "--json", str(nowhere)],
+        ["sft", "--config", TINY, "--out", str(tmp_path / "adapter"), "--json", str(nowhere)],
+        ["search", "--config", TINY, "--out", str(nowhere)],
+        ["search", "--config", TINY, "--sft-pairs", str(nowhere)],
+    ):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, result.output
+        assert f"no folder {nowhere.parent} to write" in result.output, result.output
+        assert "Traceback" not in result.output
+    assert not any(tmp_path.iterdir()), "nothing written"
+
+
+@pytest.mark.parametrize(
+    ("content", "names"),
+    [
+        (b"{not json", "cannot be read as JSON"),
+        ("caf\xe9".encode("latin-1"), "cannot be read as JSON (UnicodeDecodeError"),
+        (b"[1, 2]", "not an evaluation result"),
+        (b'{"a": 1}', "not an evaluation result"),
+    ],
+)
+def test_compare_names_a_file_that_is_no_evaluation_result(tmp_path, content, names):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    result = CliRunner().invoke(main, ["eval", "--compare", str(bad), str(bad)])
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert result.exit_code == 2 and len(errors) == 1 and names in errors[0], result.output
+
+
+def test_validate_names_a_file_that_is_not_utf8(tmp_path):
+    bad = tmp_path / "workflows.txt"
+    bad.write_bytes("Custom -> Format\ncaf\xe9\n".encode("latin-1"))
+    result = CliRunner().invoke(main, ["validate", "--file", str(bad)])
+    assert result.exit_code == 2 and "not UTF-8 text" in result.output, result.output
+    assert "Traceback" not in result.output
