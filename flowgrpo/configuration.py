@@ -179,6 +179,10 @@ class _TooLarge(ValueError):
     pass
 
 
+class _Repeated(ValueError):
+    pass
+
+
 @functools.cache
 def _bounded_loader():
     """``yaml.SafeLoader`` that measures a document's expanded size before building it."""
@@ -188,9 +192,38 @@ def _bounded_loader():
     class BoundedLoader(yaml.SafeLoader):
         def construct_document(self, node):
             _expanded_size(node, {}, (yaml.SequenceNode, yaml.MappingNode))
+            _refuse_repeated_keys(node, (yaml.SequenceNode, yaml.MappingNode))
             return super().construct_document(node)
 
     return BoundedLoader
+
+
+def _refuse_repeated_keys(root, kinds: tuple) -> None:
+    """A key written twice in one mapping (``model:`` twice: YAML keeps the last silently, so
+    the first section's settings would be lost) is refused, naming the key and its lines;
+    merge keys (``<<: *base``) may be overridden, as YAML means them to be."""
+    todo, seen = [root], set()
+    while todo:  # iterative: a deeply nested document must not exhaust the stack here
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, kinds[1]):
+            lines: dict[str, int] = {}
+            for key, _ in node.value:
+                if key.tag.endswith(":merge") or not isinstance(key.value, str):
+                    continue
+                line = key.start_mark.line + 1
+                if key.value in lines:
+                    raise _Repeated(
+                        f"key {key.value!r} is written twice in one mapping (lines "
+                        f"{lines[key.value]} and {line}); YAML would keep only the last, so "
+                        "merge the two"
+                    )
+                lines[key.value] = line
+            todo += [part for pair in node.value for part in pair]
+        elif isinstance(node, kinds[0]):
+            todo += node.value
 
 
 def _expanded_size(node, memo: dict, kinds: tuple) -> int:
@@ -224,5 +257,9 @@ def load_yaml(text: str, source: str) -> Any:
         return yaml.load(text, Loader=_bounded_loader())  # a SafeLoader subclass: safe
     except _TooLarge as exc:
         raise ConfigError(f"{source}: refused: {exc}; write the values out instead") from None
+    except _Repeated as exc:
+        raise ConfigError(f"{source}: refused: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: refused: nested too deeply to read") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML: {exc}") from None

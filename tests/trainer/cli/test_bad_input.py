@@ -27,6 +27,10 @@ def files(tmp_path_factory):
     (root / "cycle.yaml").write_text("rollout: &r\n  x: *r\n")
     (root / "latin1.yaml").write_bytes("model:\n  name_or_path: caf\xe9\n".encode("latin-1"))
     (root / "bad.yaml").write_text("model: [unclosed\n")
+    (root / "twice.yaml").write_text(
+        "model:\n  name_or_path: tiny-random\nmodel:\n  dtype: float16\n"
+    )
+    (root / "deep.yaml").write_text("model: " + "[" * 10_000 + "]" * 10_000 + "\n")
     (root / "latin1.jsonl").write_bytes(b'{"question": "caf\xe9", "answer": "1"}\n')
     (root / "surrogate.jsonl").write_text('{"question": "a\\ud800b", "answer": "1"}\n')
     (root / "huge.jsonl").write_text('{"question": "' + "x" * 2_000_000 + '", "answer": "1"}\n')
@@ -67,6 +71,12 @@ CASES = [  # (name, args with {root} and {out}, what the error line names)
     ("not UTF-8", "train --config {root}/latin1.yaml --dry-run", "cannot be read as UTF-8"),
     ("not YAML", "train --config {root}/bad.yaml --dry-run", "bad.yaml: not valid YAML"),
     ("no such config", "train --config {root}/none.yaml --dry-run", "does not exist"),
+    (
+        "a section written twice",  # YAML keeps the last: the run would lose tiny-random
+        "train --config {root}/twice.yaml --dry-run",
+        "key 'model' is written twice in one mapping (lines 1 and 3)",
+    ),
+    ("nested 10,000 deep", "train --config {root}/deep.yaml --dry-run", "nested too deeply"),
     (
         "problems file missing (train)",
         f"train --config {TINY} --set rollout.task=gsm8k:{{root}}/no.jsonl --output-dir {{out}}",
