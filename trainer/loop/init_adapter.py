@@ -37,14 +37,20 @@ def adapter_dir(path: str | Path) -> Path:
 
 
 def check_adapter_files(directory: Path) -> Path:
-    """``directory`` when its adapter_config.json parses and its weights file opens (the header
-    only: cheap), else a ``ValueError`` naming the damaged file, before any model is loaded."""
+    """``directory`` when its adapter_config.json parses and its weights file is there and opens
+    (the header only: cheap), else a ``ValueError`` naming the damaged or missing file, before
+    any model is loaded."""
     config = directory / "adapter_config.json"
     try:
         json.loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"{config} does not load ({exc}): the adapter is damaged") from None
     weights = directory / "adapter_model.safetensors"
+    if not weights.is_file() and not (directory / "adapter_model.bin").is_file():
+        raise ValueError(
+            f"{directory} has no adapter weights ({weights.name}): the adapter is incomplete "
+            "(a copy that left the weights behind?)"
+        )
     if weights.is_file():
         try:
             with safe_open(str(weights), framework="pt"):

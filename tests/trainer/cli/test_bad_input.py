@@ -50,8 +50,12 @@ def _damage(run, part):
         "weights": damaged / "checkpoint-1" / "adapter" / "adapter_model.safetensors",
         "adapter config": damaged / "checkpoint-1" / "adapter" / "adapter_config.json",
         "state": damaged / "checkpoint-1" / "trainer_state.pt",
+        "no weights": damaged / "checkpoint-1" / "adapter" / "adapter_model.safetensors",
     }[part]
-    target.write_bytes(b"{junk")
+    if part == "no weights":
+        target.unlink()
+    else:
+        target.write_bytes(b"{junk")
     return damaged
 
 
@@ -175,12 +179,29 @@ CASES = [  # (name, args with {root} and {out}, what the error line names)
         "adapter_config.json does not load",
     ),
     (
+        "missing weights: eval",  # once a Hugging Face hub error about a repo id
+        "eval --adapter {damaged}/checkpoint-1 --n 1",
+        "has no adapter weights (adapter_model.safetensors)",
+    ),
+    (
+        "missing weights: export",
+        "export {damaged}/checkpoint-1 --merge {out}",
+        "has no adapter weights",
+    ),
+    (
+        "missing weights: a start adapter",  # once "does not fit model (trained on None?)"
+        f"train --config {TINY} --set model.init_adapter={{damaged}}/checkpoint-1 "
+        "--output-dir {out}",
+        "has no adapter weights",
+    ),
+    (
         "damaged state: resume",
         "train --config {damaged}/config.yaml --output-dir {damaged} --resume --max-steps 2",
         "trainer_state.pt does not load",
     ),
 ]
 DAMAGE = {
+    "missing weights": "no weights",
     "damaged weights": "weights",
     "damaged adapter config": "adapter config",
     "damaged state": "state",
