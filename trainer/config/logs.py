@@ -48,6 +48,12 @@ class LoggingConfig:
             )
         object.__setattr__(self, "report_to", tuple(dict.fromkeys(self.report_to)))
         check(bool(self.project.strip()), "logging.project", "give a project name, e.g. flowgrpo")
+        check(self.save_every >= 0, "logging.save_every",
+              f"got {self.save_every}; give a step count, or 0 for only at the end")  # fmt: skip
+        check(self.keep_checkpoints >= 0, "logging.keep_checkpoints",
+              f"got {self.keep_checkpoints}; give a count, or 0 to keep all")  # fmt: skip
+        check(self.samples_per_step >= -1, "logging.samples_per_step",
+              f"got {self.samples_per_step}; give a count, or -1 for all")  # fmt: skip
 
     @classmethod
     def _from_raw(cls, value, path: str) -> LoggingConfig:

@@ -107,6 +107,11 @@ def check_run_dir(
             f"--resume and --overwrite exclude each other: --resume continues the run in "
             f"{run_dir}, --overwrite deletes it"
         )
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunDirError(
+            f"{run_dir} is a file, not a run directory: choose another --output-dir "
+            "(logging.output_dir)"
+        )
     check_cache_path(config, run_dir)
     found = existing_run(run_dir)
     if not resume:

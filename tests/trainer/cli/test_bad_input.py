@@ -76,6 +76,16 @@ CASES = [  # (name, args with {root} and {out}, what the error line names)
     ("not YAML", "train --config {root}/bad.yaml --dry-run", "bad.yaml: not valid YAML"),
     ("no such config", "train --config {root}/none.yaml --dry-run", "does not exist"),
     (
+        "the run directory is a file",  # once found only after the model loaded, as Errno 17
+        f"train --config {TINY} --output-dir {{root}}/list.yaml",
+        "list.yaml is a file, not a run directory",
+    ),
+    (
+        "a negative checkpoint interval",  # once read as "every step"
+        f"train --config {TINY} --set logging.save_every=-1 --dry-run",
+        "logging.save_every: got -1",
+    ),
+    (
         "a section written twice",  # YAML keeps the last: the run would lose tiny-random
         "train --config {root}/twice.yaml --dry-run",
         "key 'model' is written twice in one mapping (lines 1 and 3)",

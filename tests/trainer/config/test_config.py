@@ -59,6 +59,9 @@ def test_resolved_config_round_trips_through_yaml(tmp_path):
         ("rollout.num_generations", "section.key=value"),
         ("rollout.cache_max_entries=0", "rollout.cache_max_entries: must be an integer >= 1"),
         ("rollout.executions=0", "rollout.executions: must be an integer >= 1"),
+        ("logging.save_every=-1", "logging.save_every: got -1"),  # once: every step
+        ("logging.keep_checkpoints=-2", "logging.keep_checkpoints: got -2"),  # once: keep all
+        ("logging.samples_per_step=-5", "logging.samples_per_step: got -5"),
     ],
 )
 def test_bad_values_name_the_field_and_the_fix(override, message):
