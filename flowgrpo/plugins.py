@@ -73,6 +73,11 @@ def _import_file(path: Path) -> ModuleType:
     except ImportError as exc:  # what it imports is missing: one line, as for a module
         del sys.modules[name]
         raise ValueError(f"plugin file {str(path)!r}: {exc}") from None
+    except SyntaxError as exc:  # one line naming where; an error its code raises keeps the
+        del sys.modules[name]  # traceback into that code, which is what its author needs
+        raise ValueError(
+            f"plugin file {str(path)!r}: line {exc.lineno}: {exc.msg}; fix the file"
+        ) from None
     except BaseException:
         del sys.modules[name]
         raise

@@ -67,6 +67,14 @@ def test_a_plugin_file_whose_import_fails_is_one_line(tmp_path):
     assert "Traceback" not in done.output
 
 
+def test_a_plugin_file_with_a_syntax_error_is_one_line_naming_the_line(tmp_path):
+    path = tmp_path / "typo_plugin.py"
+    path.write_text("x = 1\ndef f(:\n    pass\n")
+    done = CliRunner().invoke(main, ["run", "Custom", "--plugin", str(path)])
+    assert done.exit_code == 2 and "typo_plugin.py" in done.output and "line 2" in done.output
+    assert "Traceback" not in done.output
+
+
 def test_run_with_a_checkpoint_uses_the_runs_own_operators(tmp_path):
     """A run whose config has ``operators:``: ``flowgrpo run --checkpoint`` builds the run's
     environment as training does, so the run's own operator validates and runs; without the
