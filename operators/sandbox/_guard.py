@@ -9,7 +9,8 @@ Loaded only in the sandboxed child (by ``_child.py``). :func:`install` adds a
   descriptor from one of them). Re-opening the process's own pipes and sockets
   (``/dev/stdin``, ``/dev/stdout``, ``/proc/self/fd/0``) stays allowed, for reading and
   writing: it grants nothing the open descriptor does not already give;
-* listing a directory (``os.listdir``, ``os.scandir``) outside the read allowlist;
+* listing a directory (``os.listdir``, ``os.scandir``) outside the read allowlist and its
+  list-only folders (those above a path cut out of it);
 * opening for writing, creating, removing, renaming, linking, truncating or changing the
   mode/owner/times of a path outside the working directory (``/dev/null`` excepted);
 * starting processes (``os.fork``/``exec*``/``spawn*``/``system``/``posix_spawn``,
@@ -73,13 +74,16 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 class _Policy:
     """Which real paths may be read and written; every check resolves the path first."""
 
-    def __init__(self, work: str, readable: list[str], writable_files: list[str]) -> None:
+    def __init__(
+        self, work: str, readable: list[str], writable_files: list[str], listable=()
+    ) -> None:
         self.work = work
         self.work_prefix = work.rstrip("/") + "/"
         self.write_exact = frozenset([work, *writable_files])
         roots = [work, *writable_files, *readable]
         self.read_exact = frozenset(roots)
         self.read_prefixes = tuple(r.rstrip("/") + "/" for r in roots)
+        self.list_exact = frozenset(listable)
 
     def resolve(self, path, dir_fd=None) -> str:
         text = os.fsdecode(os.fspath(path))
@@ -95,19 +99,25 @@ class _Policy:
     def readable(self, real: str) -> bool:
         return real in self.read_exact or real.startswith(self.read_prefixes)
 
+    def listable(self, real: str) -> bool:
+        """Readable, or a directory whose names (not its files) may be read."""
+        return real in self.list_exact or self.readable(real)
+
     def writable(self, real: str) -> bool:
         return real in self.write_exact or real.startswith(self.work_prefix)
 
 
-def install(work: str, readable: list[str], writable_files: list[str]) -> None:
+def install(work: str, readable: list[str], writable_files: list[str], listable=()) -> None:
     """Install the hook for this process; irreversible (audit hooks cannot be removed).
 
     Args:
         work: real path of the working directory (read and write).
         readable: real paths (directories or files) that may be read and listed.
         writable_files: real paths of single files that may also be written (``/dev/null``).
+        listable: real paths of directories that may be listed (and opened as directories)
+            although not all of what lies beneath them may be read.
     """
-    policy = _Policy(work, readable, writable_files)
+    policy = _Policy(work, readable, writable_files, listable)
     sys.addaudithook(_make_hook(policy))
     _wrap_os_open(policy)
     try:
@@ -138,7 +148,7 @@ def _check_open(policy: _Policy, event: str, path, mode, flags, dir_fd=None) -> 
     if writing:
         if not (policy.writable(real) or policy.own_stream(real)):
             _deny(event, f"writing {path!r} outside the working directory")
-    elif not (policy.readable(real) or policy.own_stream(real)):
+    elif not (policy.listable(real) or policy.own_stream(real)):
         _deny(event, f"reading {path!r} outside the read allowlist")
 
 
@@ -149,7 +159,7 @@ def _check_listing(policy: _Policy, event: str, path) -> None:
         real = policy.resolve(path)
     except (OSError, ValueError, TypeError):
         _deny(event, f"unresolvable path {path!r}")
-    if not policy.readable(real):
+    if not policy.listable(real):
         _deny(event, f"listing {path!r} outside the read allowlist")
 
 

