@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from flowgrpo.operators.checkers import graded_math
+from flowgrpo.operators.checkers import check_math_answer
 from flowgrpo.operators.state import ExecutionResult
 from flowgrpo.registry import Registry
 from flowgrpo.rewards.history import RecentWorkflows
@@ -113,7 +113,8 @@ def accuracy(group: Sequence[Sample], options: RewardOptions, history=None) -> n
     * correct (the checker's ``correct``): 1.0;
     * wrong: 0.0, or partial credit when graded for the domain, capped at
       ``max_partial_credit`` (0.9): math with ``graded_math`` (off by default): relative-error
-      tiers 0.7 / 0.4 / 0.2 / 0 of :func:`operators.checkers.graded_math`; code with
+      tiers 0.7 / 0.4 / 0.2 / 0 (:data:`operators.checkers.math.GRADED_TIERS`, read as the
+      verdict reads the answer); code with
       ``graded_code`` (on): the fraction of hidden tests passed (the execution's score); qa with
       ``graded_qa`` (off): token F1 (the execution's score).
 
@@ -155,9 +156,9 @@ def _partial_credit(problem, run: ExecutionResult, options: RewardOptions) -> fl
     if domain == "math":
         if not options.graded_math or run.answer is None or problem.answer is None:
             return 0.0
-        try:
-            return graded_math(run.answer, problem.answer)
-        except ValueError:  # a reference without a number: no partial credit
+        try:  # the verdict's own reading: a near miss of an integer is a tier, never exact
+            return check_math_answer(run.answer, problem.answer, graded=True).score
+        except ValueError:  # an empty reference: no partial credit
             return 0.0
     graded = {"code": options.graded_code, "qa": options.graded_qa}.get(domain, False)
     score = float(run.score) if graded else 0.0

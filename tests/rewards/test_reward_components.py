@@ -20,6 +20,7 @@ from flowgrpo.rewards import (
 )
 
 MATH = Problem("m/1", "math", "What is 2 + 3?", "5")
+BIG = Problem("m/2", "math", "How many?", "192000000")
 CODE = Problem("c/1", "code", "def add(a, b):", None, tests=("assert add(1, 2) == 3",) * 4)
 QA = Problem("q/1", "qa", "Capital of France?", "Paris")
 OPTS = RewardOptions()
@@ -92,6 +93,8 @@ ACCURACY_CASES = [
     (MATH, "Custom", run(answer="5.01"), RewardOptions(graded_math=True), 0.7),  # 0.2% off
     (MATH, "Custom", run(answer="50"), RewardOptions(graded_math=True), 0.0),
     (MATH, "Custom", run(answer=None), RewardOptions(graded_math=True), 0.0),
+    # a near miss of a large integer is a tier, not "exact within 1e-6" (capped at 0.9)
+    (BIG, "Custom", run(answer="192000150"), RewardOptions(graded_math=True), 0.7),
     (CODE, "CustomCodeGenerate", run(score=0.5), OPTS, 0.5),  # graded_code on by default
     (CODE, "CustomCodeGenerate", run(score=0.5), RewardOptions(graded_code=False), 0.0),
     (CODE, "CustomCodeGenerate", run(score=0.95), OPTS, 0.9),  # capped at max_partial_credit
