@@ -71,7 +71,8 @@ def jsonl_pairs(path: str, prompt: PolicyPrompt) -> tuple[list[Problem], list[st
     """The user's pairs; a bad line is a ``ConfigError`` naming it and what to fix."""
     file = Path(path)
     if not file.is_file():
-        raise ConfigError(f"sft.data: {path} does not exist; give jsonl:PATH of a JSONL file")
+        what = "is a folder" if file.is_dir() else "does not exist"
+        raise ConfigError(f"sft.data: {path} {what}; give jsonl:PATH of a JSONL file")
     problems, workflows = [], []
     for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():

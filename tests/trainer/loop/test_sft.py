@@ -98,6 +98,8 @@ def test_your_pairs_are_read_and_a_bad_line_is_named(tmp_path):
         jsonl_pairs(str(bad), PolicyPrompt())
     with pytest.raises(ConfigError, match="does not exist"):
         jsonl_pairs(str(tmp_path / "none.jsonl"), PolicyPrompt())
+    with pytest.raises(ConfigError, match=f"{tmp_path} is a folder"):
+        jsonl_pairs(str(tmp_path), PolicyPrompt())
 
 
 def test_your_pairs_carry_the_labels_the_prompt_shows(tmp_path):
