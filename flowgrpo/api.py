@@ -92,6 +92,10 @@ def train(
     cannot answer (asked before the model loads, as the CLI asks), a run directory that holds a
     run (without ``resume``/``overwrite``). A checkpoint that cannot be written raises
     the trainer's ``CheckpointError`` (an ``OSError`` naming the path).
+
+    Under ``accelerate launch`` the process group stays up for what the script does next; call
+    ``flowgrpo.trainer.loop.setup.end_process_group()`` when it is done, as ``flowgrpo train``
+    does (a process that exits with Gloo's threads alive can abort at shutdown).
     """
     # heavy: torch (the training loop); `import flowgrpo` imports none of it
     from flowgrpo.trainer.loop.environment import check_run

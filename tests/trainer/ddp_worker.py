@@ -17,6 +17,7 @@ from trainer_fakes import FREE, PROSE, VALID, text_rollout
 from flowgrpo.operators.backends.scripted import ScriptedBackend
 from flowgrpo.trainer.config import load_config
 from flowgrpo.trainer.loop import step as step_mod
+from flowgrpo.trainer.loop.setup import end_process_group
 from flowgrpo.trainer.loop.trainer import Trainer
 
 out = Path(sys.argv[1])
@@ -33,3 +34,4 @@ before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if 
 trainer.train()
 after = {n: p.detach().cpu() for n, p in trainer.model.named_parameters() if p.requires_grad}
 torch.save({"before": before, "after": after, "world": trainer.world}, out / f"rank{rank}.pt")
+end_process_group()  # as `flowgrpo train` ends: without it Gloo could abort the exit (SIGABRT)

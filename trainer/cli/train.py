@@ -60,6 +60,17 @@ def train_command(
     console_logging()
     environment = check_environment(cfg)  # before the model loads; the Trainer uses it
     # heavy: torch (the loop and the metrics of its tensors); `flowgrpo validate` starts without it
+    from flowgrpo.trainer.loop.setup import end_process_group
+
+    try:
+        _train(cfg, environment, config_path, overrides, max_steps, resume, overwrite)
+    finally:  # the process ends here: under accelerate launch, its process group first
+        end_process_group()
+
+
+def _train(cfg, environment, config_path, overrides, max_steps, resume, overwrite) -> NoReturn:
+    """Build the Trainer, train with the console's step lines, report and exit."""
+    # heavy: torch (the loop and the metrics of its tensors)
     from flowgrpo.trainer.loop.checkpoint import CheckpointError
     from flowgrpo.trainer.loop.interrupt import AbortOnSignal, RunAbandoned
     from flowgrpo.trainer.loop.trainer import Trainer

@@ -134,6 +134,15 @@ def accelerator(cfg, run_dir: Path) -> Accelerator:
     return Accelerator(**accelerator_kwargs(cfg.logging, run_dir))
 
 
+def end_process_group() -> None:
+    """Destroy the distributed process group of a run under ``accelerate launch`` (nothing
+    otherwise), once the process is done training: a process that exits with Gloo's worker
+    threads still alive can abort during interpreter shutdown (SIGABRT, "terminate called
+    without an active exception"; pytorch/pytorch#190489), failing a run that finished."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
 def check_run_folder(cfg, run_dir: Path, resume: bool, overwrite: bool):
     """The run-directory checks (:func:`..rundir.check_run_dir`; nothing written): the
     checkpoint to resume from or None."""

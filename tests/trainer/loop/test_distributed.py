@@ -56,3 +56,17 @@ def test_two_cpu_processes_keep_identical_lora_weights_and_log_global_metrics(tm
     assert len(lines) == 1
     assert lines[0]["validity_rate"] == pytest.approx(0.5)
     assert lines[0]["fallback_rate"] == pytest.approx(0.5)
+
+
+def test_the_process_group_is_destroyed_once_training_is_done(tmp_path):
+    # a process that exits with Gloo's threads alive can abort at shutdown (SIGABRT after a
+    # finished run): `flowgrpo train` destroys the group; without one there is nothing to do
+    from flowgrpo.trainer.loop.setup import end_process_group
+
+    end_process_group()  # no process group: a no-op
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    assert torch.distributed.is_initialized()
+    end_process_group()
+    assert not torch.distributed.is_initialized()
