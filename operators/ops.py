@@ -182,10 +182,25 @@ def _majority(candidates: list[str]) -> str:
     return max(candidates, key=lambda c: counts[" ".join(c.split()).lower()])
 
 
+#: Where a reply names its choice, most explicit first: the whole reply ("C", "(C)", "C."), a
+#: leading "C)" / "C:", "answer is C" / "choice: C", a "(C)" anywhere; then the last capital
+#: letter standing alone ("I pick C", "A careful check shows C": C, not I or A).
+_CHOICES = (
+    re.compile(r"^\W*([A-Z])\W*$", re.I),
+    re.compile(r"^\W*([A-Z])[).:]"),
+    re.compile(r"\b(?:answer|choice|option|pick|candidate)\b\W*(?:is\W+)?\(?([A-Z])\b", re.I),
+    re.compile(r"\(([A-Z])\)"),
+)
+
+
 def _letter(text: str, n: int) -> int | None:
-    match = re.search(r"\b([A-Z])\b", text.strip().upper())
-    if match and 0 <= ord(match.group(1)) - 65 < n:
-        return ord(match.group(1)) - 65
+    """The index of the candidate a reply chooses (see :data:`_CHOICES`), None if none."""
+    text = text.strip()
+    found = [m.group(1).upper() for m in (p.search(text) for p in _CHOICES) if m]
+    found += re.findall(r"\b([A-Z])\b", text)[-1:]
+    for letter in found:
+        if 0 <= ord(letter) - 65 < n:
+            return ord(letter) - 65
     return None
 
 
@@ -227,7 +242,11 @@ def md_ensemble(state: State, instruction: str | None, settings: OpSettings) -> 
 # --------------------------------------------------------------------------- checkers
 
 
-_FAIL_RE = re.compile(r"\b(fail|failed|incorrect|wrong|error|mistake|not correct)\b", re.I)
+_FAIL_RE = re.compile(
+    r"\b(fail|failed|incorrect|wrong|error|mistake)\b"
+    r"|(?:\bnot|n't|\bnever)\s+(?:\w+\s+)?(?:pass(?:es|ed)?|correct|right|good)\b",  # negated
+    re.I,
+)
 _PASS_RE = re.compile(r"\b(pass|passed|correct|right|looks good|no (?:errors|mistakes))\b", re.I)
 
 

@@ -262,10 +262,35 @@ def test_unscorable_results_are_not_cached():
         ("I am not sure", False),
         ("Looks good to me", True),
         ("The answer is not correct", False),
+        # a negated pass word is a fail (each once read as PASS)
+        ("The answer 4 is not right; it should be 5", False),
+        ("This does not pass", False),
+        ("It isn't correct", False),
+        ("NOT PASS", False),
+        ("Not bad: correct", True),
     ],
 )
 def test_review_verdicts_are_parsed_from_free_text(text, passed):
     assert parse_verdict(text) is passed
+
+
+@pytest.mark.parametrize(
+    ("reply", "chosen"),
+    [
+        ("C", 2),
+        ("(b)", 1),
+        ("B. It agrees with the others", 1),
+        ("The answer is B", 1),
+        ("I pick C", 2),  # once None (the "I"): the majority instead
+        ("A careful check shows C", 2),  # once A
+        ("C) because A is wrong", 2),
+        ("none of them", None),
+    ],
+)
+def test_an_ensemble_reply_is_read_as_the_letter_it_chooses(reply, chosen):
+    from flowgrpo.operators.ops import _letter
+
+    assert _letter(reply, 3) == chosen
 
 
 def test_exec_result_type_is_what_the_interpreter_expects():
