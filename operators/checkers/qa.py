@@ -13,17 +13,28 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 
 
-def normalize_answer(text: str) -> str:
-    """SQuAD normalisation: lowercase, drop punctuation and articles, collapse whitespace."""
-    text = _ARTICLES.sub(" ", text.lower().translate(_PUNCTUATION))
+#: Answers F1 gives no partial credit between (HotpotQA's evaluation): "yes no" would
+#: otherwise score 0.67 against either, paying a hedge.
+_CLOSED = frozenset({"yes", "no", "noanswer"})
+
+
+def normalize_answer(text: str, articles: bool = False) -> str:
+    """SQuAD normalisation: lowercase, drop punctuation and (unless ``articles``) articles,
+    collapse whitespace."""
+    text = text.lower().translate(_PUNCTUATION)
+    text = text if articles else _ARTICLES.sub(" ", text)
     return " ".join(text.split())
 
 
-def token_f1(prediction: str, reference: str) -> float:
-    """SQuAD token F1 between the normalised texts (1.0 when both are empty)."""
-    pred, ref = normalize_answer(prediction).split(), normalize_answer(reference).split()
+def token_f1(prediction: str, reference: str, articles: bool = False) -> float:
+    """SQuAD token F1 between the normalised texts (1.0 when both are empty); 0 between
+    different answers when either is yes, no or noanswer (HotpotQA's rule)."""
+    pred = normalize_answer(prediction, articles).split()
+    ref = normalize_answer(reference, articles).split()
     if not pred or not ref:
         return float(pred == ref)
+    if pred != ref and (" ".join(pred) in _CLOSED or " ".join(ref) in _CLOSED):
+        return 0.0
     overlap = sum((Counter(pred) & Counter(ref)).values())
     if overlap == 0:
         return 0.0
@@ -37,8 +48,12 @@ def check_qa(prediction: str | None, reference: str) -> CheckResult:
     The whole prediction is compared: reduce it to the answer first (the Format operator).
     """
     prediction = prediction or ""
-    exact = normalize_answer(prediction) == normalize_answer(reference)
-    f1 = 1.0 if exact else token_f1(prediction, reference)
+    # a reference that is all article ("A", a letter choice) keeps its articles: else every
+    # empty answer ("", ".", "the") would match it
+    articles = not normalize_answer(reference)
+    pred = normalize_answer(prediction, articles)
+    exact = bool(pred) and pred == normalize_answer(reference, articles)
+    f1 = 1.0 if exact else (token_f1(prediction, reference, articles) if pred else 0.0)
     return CheckResult(exact, f1, f"exact match {exact}, F1 {f1:.3f}")
 
 

@@ -153,6 +153,15 @@ def test_normalize_answer():
         ("", "Paris", False, 0.0),
         # a repeated token matches once: pred [blue, blue], ref [blue]: P 1/2, R 1, F1 2/3
         ("blue blue", "blue", False, 2 / 3),
+        # a hedge between closed answers earns nothing (HotpotQA): once F1 2/3 against either
+        ("yes no", "yes", False, 0.0),
+        ("no, yes", "no", False, 0.0),
+        # a reference that is all article keeps its articles: an empty answer once matched it
+        ("", "A", False, 0.0),
+        (".", "A", False, 0.0),
+        ("the", "A", False, 0.0),
+        ("(a)", "A", True, 1.0),
+        ("B", "A", False, 0.0),
     ],
 )
 def test_check_qa(prediction, reference, exact, f1):
