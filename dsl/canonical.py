@@ -6,6 +6,8 @@ redundant parentheses in the source do not change the canonical form.
 
 from __future__ import annotations
 
+from typing import Any
+
 from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Visitor, Workflow
 
 _QUOTE = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
@@ -26,6 +28,52 @@ def canonical(workflow: Workflow | Node, instructions: bool = True) -> str:
     'Custom -> Format'
     """
     return _Printer(instructions).visit(workflow, _SEQ)
+
+
+def skeleton(workflow: Workflow | Node) -> str:
+    """What a workflow runs, wording aside: its canonical text without instructions, with each
+    loop of count 1 replaced by its body (``(A -> B) * 1`` runs ``A -> B`` once, as ``A -> B``
+    does), so two workflows that run the same operators in the same shape compare equal.
+
+    >>> from flowgrpo.dsl import parse
+    >>> skeleton(parse('(Custom("be brief") -> Format) * 1'))
+    'Custom -> Format'
+    >>> skeleton(parse("Custom * 1 -> (Review ? Revise : done) * 2"))
+    'Custom -> (Review ? Revise : done) * 2'
+    """
+    return canonical(_Unwrapped().visit(workflow), instructions=False)
+
+
+class _Unwrapped(Visitor[Any]):
+    """``visit(node, steps)``: the node with loops of one replaced by their bodies; with
+    ``steps``, the tuple of steps it stands for in a sequence (so sequences come out flat)."""
+
+    def _as(self, node: Node, steps: bool) -> Any:
+        return (node,) if steps else node
+
+    def visit_op(self, node: Op, steps: bool = False) -> Any:
+        return self._as(node, steps)
+
+    def visit_done(self, steps: bool = False) -> None:
+        return None
+
+    def visit_seq(self, node: Seq, steps: bool = False) -> Any:
+        flat = tuple(s for step in node.steps for s in self.visit(step, True))
+        if steps:
+            return flat
+        return flat[0] if len(flat) == 1 else Seq(flat)
+
+    def visit_parallel(self, node: Parallel, steps: bool = False) -> Any:
+        return self._as(Parallel(tuple(self.visit(b) for b in node.branches)), steps)
+
+    def visit_cond(self, node: Cond, steps: bool = False) -> Any:
+        cond = Cond(self.visit(node.check), self.visit(node.if_fail), self.visit(node.if_pass))
+        return self._as(cond, steps)
+
+    def visit_loop(self, node: Loop, steps: bool = False) -> Any:
+        if node.count == 1:
+            return self.visit(node.body, steps)
+        return self._as(Loop(self.visit(node.body), node.count), steps)
 
 
 class _Printer(Visitor[str]):

@@ -10,10 +10,10 @@ from flowgrpo.dsl import (
     Extraction,
     OperatorTable,
     Report,
-    canonical,
     extract,
     validate,
 )
+from flowgrpo.dsl.canonical import skeleton
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.state import ExecutionResult
 from flowgrpo.operators.tasks.base import Problem
@@ -68,12 +68,12 @@ class Sample:
 
     @property
     def diversity_key(self) -> str | None:
-        """The canonical form without instructions: what diversity compares, so that wording
-        (an empty, a re-cased or a made-up instruction) does not make a workflow "different";
-        None on a fallback or a syntax error."""
+        """What diversity compares (:func:`dsl.canonical.skeleton`: no instructions, no loops
+        of one), so that wording (an empty, a re-cased or a made-up instruction) or a ``* 1``
+        does not make a workflow "different"; None on a fallback or a syntax error."""
         if self.report is None or self.report.workflow is None:
             return None
-        return canonical(self.report.workflow, instructions=False)
+        return skeleton(self.report.workflow)
 
     @property
     def structure(self) -> str | None:

@@ -218,6 +218,13 @@ DIVERSITY_CASES = [
     ),
     ((A, 'Custom("") -> Format'), RewardOptions(diversity_metric="structural"), [0, 0]),
     ((A, 'Custom("be brief")'), OPTS, [1, 1]),  # a different workflow still counts
+    # a loop of one runs its body once, as the body alone does: the same workflow
+    (
+        (A, "(Custom -> Format) * 1", "Custom * 1 -> Format", "Custom -> Format * 1"),
+        OPTS,
+        [0, 0, 0, 0],
+    ),
+    ((A, "(Custom -> Format) * 2"), OPTS, [1, 1]),
 ]
 
 
