@@ -32,6 +32,7 @@ from flowgrpo.operators.checkers import check_math_answer
 from flowgrpo.operators.state import ExecutionResult
 from flowgrpo.registry import Registry
 from flowgrpo.rewards.history import RecentWorkflows
+from flowgrpo.rewards.leaks import states_answer
 from flowgrpo.rewards.options import RewardOptions
 from flowgrpo.rewards.sample import Sample
 
@@ -110,6 +111,8 @@ def accuracy(group: Sequence[Sample], options: RewardOptions, history=None) -> n
 
     * invalid workflow or fallback (never executed): 0.0;
     * valid but not executed, or the executor failed (unscorable): NaN;
+    * an instruction states the reference answer (``Custom("Reply with exactly: 5")``: the
+      policy answered, the executor copied; :mod:`rewards.leaks`): 0.0;
     * correct (the checker's ``correct``): 1.0;
     * wrong: 0.0, or partial credit when graded for the domain, capped at
       ``max_partial_credit`` (0.9): math with ``graded_math`` (off by default): relative-error
@@ -138,10 +141,13 @@ def _executed(sample: Sample) -> float | tuple[ExecutionResult, ...]:
 
 
 def _accuracy(sample: Sample, options: RewardOptions) -> float:
-    """Mean over the sample's scorable runs (one unless ``rollout.executions`` > 1)."""
+    """Mean over the sample's scorable runs (one unless ``rollout.executions`` > 1); 0 when
+    an instruction states the answer (:func:`rewards.leaks.states_answer`)."""
     runs = _executed(sample)
     if isinstance(runs, float):
         return runs
+    if states_answer(sample):
+        return 0.0
     return sum(_run_accuracy(sample.problem, run, options) for run in runs) / len(runs)
 
 

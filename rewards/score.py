@@ -25,6 +25,7 @@ from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.rewards.combine import check_group_size, weighted_sum
 from flowgrpo.rewards.components import get_component
 from flowgrpo.rewards.history import RecentWorkflows
+from flowgrpo.rewards.leaks import states_answer
 from flowgrpo.rewards.sample import Sample, make_sample
 from flowgrpo.rewards.spec import RewardSpec
 
@@ -236,6 +237,7 @@ def _details(sample: Sample) -> dict[str, Any]:
         "tokens": run.tokens if run else None,
         "unscorable": sample.unscorable,
         "execution_error": run.error if run else None,
+        "answer_in_instruction": states_answer(sample),
     }
 
 

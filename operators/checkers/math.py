@@ -81,6 +81,11 @@ def _numbers(text: str) -> list[float]:
     return [value for value in values if value is not None and math.isfinite(value)]
 
 
+def numbers_in(text: str | None) -> list[float]:
+    """Every number of ``text`` as :func:`extract_number` reads numbers, in order."""
+    return _numbers(_clean(text)) if text else []
+
+
 def extract_number(text: str | None) -> float | None:
     """The final numeric answer in ``text``, or None.
 
