@@ -17,6 +17,7 @@ import yaml
 
 from flowgrpo.configuration import ConfigError, check, from_dict, load_yaml, to_dict
 from flowgrpo.dsl.fewshot import PromptSpec
+from flowgrpo.files import replace_text
 from flowgrpo.operators.custom import check_records
 from flowgrpo.operators.executor.section import ExecutorConfig
 from flowgrpo.plugins import check_plugins
@@ -183,4 +184,6 @@ def load_config(path: str | Path | None = None, overrides: tuple[str, ...] = ())
 
 
 def save_config(config: TrainConfig, path: str | Path) -> None:
-    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False), encoding="utf-8")
+    """Write ``config`` as YAML to ``path``, replacing the file whole (a kill while a resumed
+    run rewrites its config.yaml left it empty)."""
+    replace_text(path, yaml.safe_dump(to_dict(config), sort_keys=False))

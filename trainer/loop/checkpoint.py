@@ -139,14 +139,19 @@ def _fsync_dir(path: Path) -> None:
 
 
 def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
-    """Complete checkpoints (renamed into place), oldest first; temporary dirs are ignored."""
+    """Complete checkpoints (renamed into place), oldest first; temporary dirs are ignored, and
+    so is a folder that lost its state or its adapter weights (a delete cut short), so a
+    resume takes the last whole checkpoint before it."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return []
     found = []
     for child in run_dir.iterdir():
         match = _NAME.match(child.name)
-        if match and (child / "trainer_state.pt").is_file() and (child / "adapter").is_dir():
+        whole = (child / "trainer_state.pt").is_file() and (
+            child / "adapter" / "adapter_model.safetensors"
+        ).is_file()
+        if match and whole:
             found.append((int(match.group(1)), child))
     return sorted(found)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from flowgrpo.files import replace_text
 from flowgrpo.metrics_hooks import METRICS_HOOKS
 
 logger = logging.getLogger(__name__)
@@ -309,7 +310,7 @@ def truncate_jsonl(path: Path, max_step: int) -> None:
                 kept.append(line)
         except ValueError:
             continue  # torn line of a killed run
-    path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+    replace_text(path, "".join(f"{line}\n" for line in kept))  # a kill keeps the old rows
 
 
 def console_line(m: dict) -> str:

@@ -3,7 +3,9 @@ directory is refused with a one-line message and exit 2, before anything is writ
 
 import json
 
+import torch
 from click.testing import CliRunner
+from safetensors.torch import save_file
 
 from flowgrpo.trainer.cli.app import main
 from flowgrpo.trainer.config import load_config, save_config
@@ -42,6 +44,7 @@ def fake_run(run_dir, steps=2, lora_r=4, marker=True):
         "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"],
     }
     (adapter / "adapter_config.json").write_text(json.dumps(peft))
+    save_file({"x": torch.zeros(1)}, adapter / "adapter_model.safetensors")  # whole, not real
     (adapter.parent / "trainer_state.pt").write_bytes(b"")
     return run_dir
 

@@ -225,3 +225,18 @@ def test_a_damaged_trainer_state_names_the_file(tmp_path, monkeypatch):
     fresh = trainer_for(tmp_path / "fresh", monkeypatch)
     with pytest.raises(CheckpointError, match=r"trainer_state\.pt does not load .*damaged"):
         load_checkpoint(path, fresh.model, fresh.optimizer, fresh.scheduler)
+
+
+def test_a_checkpoint_that_lost_its_weights_is_passed_over_for_the_one_before(tmp_path):
+    # a delete of an old checkpoint-N cut short (a kill while a finished run re-saves it) once
+    # made every --resume fail on it, the whole checkpoint before it untried
+    from safetensors.torch import save_file
+
+    for step in (3, 4):
+        adapter = tmp_path / f"checkpoint-{step}" / "adapter"
+        adapter.mkdir(parents=True)
+        save_file({"x": torch.zeros(1)}, adapter / "adapter_model.safetensors")
+        (adapter.parent / "trainer_state.pt").write_bytes(b"")
+    assert latest_checkpoint(tmp_path).name == "checkpoint-4"
+    (tmp_path / "checkpoint-4" / "adapter" / "adapter_model.safetensors").unlink()
+    assert latest_checkpoint(tmp_path).name == "checkpoint-3"

@@ -1,0 +1,38 @@
+"""Replacing a file whole: a failure (a kill) part-way leaves the old content, never an empty
+file (``flowgrpo.files``; what a resumed run's metrics.jsonl and config.yaml rely on)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from flowgrpo.files import replace_text
+from flowgrpo.trainer.monitoring.metrics import truncate_jsonl
+
+
+def test_the_new_text_replaces_the_old_and_leaves_no_temporary(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("old\n")
+    replace_text(path, "new\n")
+    assert path.read_text() == "new\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.jsonl"]
+
+
+def test_a_write_that_dies_half_way_keeps_the_old_file(tmp_path, monkeypatch):
+    path = tmp_path / "metrics.jsonl"
+    rows = "".join(json.dumps({"step": s}) + "\n" for s in (1, 2, 3, 4))
+    path.write_text(rows)
+
+    def killed(fd):  # stands in for SIGKILL between writing and renaming
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", killed)
+    with pytest.raises(KeyboardInterrupt):
+        truncate_jsonl(path, 3)  # a resume cutting back to its checkpoint (once emptied first)
+    assert path.read_text() == rows
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.jsonl"]
+    monkeypatch.undo()
+    truncate_jsonl(path, 3)
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2, 3]
