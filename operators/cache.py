@@ -17,6 +17,7 @@ import logging
 import os
 from pathlib import Path
 
+from flowgrpo.files import replace_text
 from flowgrpo.operators.state import ExecutionResult
 
 logger = logging.getLogger(__name__)
@@ -28,6 +29,7 @@ class ExecutionCache:
     def __init__(self, path: str | os.PathLike | None = None, max_entries: int = 200_000):
         self._data: dict[str, ExecutionResult] = {}
         self.hits = self.misses = 0
+        self.lines = 0  # complete lines the file holds: what a checkpoint records
         self.max_entries = max_entries
         self.path = Path(path) if path else None
         if self.path is not None and self.path.exists():
@@ -59,6 +61,7 @@ class ExecutionCache:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 with self.path.open("a", encoding="utf-8") as f:
                     f.write(json.dumps({"key": k, "result": result.to_dict()}) + "\n")
+                self.lines += 1
             except OSError as exc:  # a full disk: keep caching in memory, stop appending
                 logger.warning("execution cache: cannot append to %s (%s); results are kept "
                                "in memory only from now on", self.path, exc)  # fmt: skip
@@ -80,6 +83,20 @@ class ExecutionCache:
             "hit_rate": self.hit_rate,
         }
 
+    def cut_back(self, lines: int, rewrite: bool = True) -> None:
+        """Keep the first ``lines`` lines of the file (what it held when a checkpoint was saved)
+        and reload (``rewrite`` False: reload only, the file cut by another process): a resumed
+        run must not find results of the steps it is about to redo, or its hit rate and executor
+        calls differ from a run that never stopped (and a sampling executor's draws with them)."""
+        if self.path is None or not self.path.exists():
+            return
+        if rewrite:
+            kept = self.path.read_text(encoding="utf-8").splitlines(keepends=True)[:lines]
+            replace_text(self.path, "".join(line for line in kept if line.endswith("\n")))
+        self._data.clear()
+        self.lines = 0
+        self._load()
+
     def _load(self) -> None:
         bad = 0
         for line in self.path.read_text(encoding="utf-8").splitlines():
@@ -88,5 +105,7 @@ class ExecutionCache:
                 self._data[row["key"]] = ExecutionResult.from_dict(row["result"])
             except (ValueError, KeyError, TypeError):
                 bad += 1  # a torn last line after a kill: skip it
+                continue
+            self.lines += 1
         if bad:
             logger.warning("execution cache %s: skipped %d unreadable lines", self.path, bad)

@@ -162,7 +162,20 @@ class Trainer:
         self.state = _saved_state(state, self.config, self.monitor.history)
         for name in ("metrics.jsonl", "samples.jsonl"):
             truncate_jsonl(self.run_dir / name, self.step)
+        self._cut_cache(state.get("cache_lines"))
         logger.info("resumed from %s at step %d", path, self.step)
+
+    def _cut_cache(self, lines: int | None) -> None:
+        """The execution cache as it was at the checkpoint (None: a checkpoint from before it
+        was recorded); the main process cuts the shared file, every process reloads it."""
+        if lines is None:
+            return
+        main = self.accelerator.is_main_process
+        if main:
+            self.cache.cut_back(lines)
+        self.accelerator.wait_for_everyone()
+        if not main:
+            self.cache.cut_back(lines, rewrite=False)
 
     # ------------------------------------------------------------------ the loop
 
@@ -223,6 +236,7 @@ class Trainer:
             "metrics_history": self.monitor.history[-200:],
             "recent_workflows": self.history.to_dict(),
             "step_state": self.state.to_dict(),
+            "cache_lines": self.cache.lines,
         }
         return save_checkpoint(
             self.run_dir,

@@ -2,6 +2,7 @@
 directory is refused with a one-line message and exit 2, before anything is written."""
 
 import json
+import shutil
 
 import torch
 from click.testing import CliRunner
@@ -210,3 +211,24 @@ def test_a_resume_from_a_damaged_checkpoint_names_it_and_writes_nothing(tmp_path
     assert "Traceback" not in result.output
     after = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     assert after == before, "a failed resume writes nothing (config.yaml included)"
+
+
+def test_a_resumed_run_meets_the_execution_cache_as_it_was_at_its_checkpoint(tmp_path):
+    # killed after step 3 ran (its results cached) but before its checkpoint: the resume redoes
+    # step 3, and once found its results cached (hit rate 1.0, no executor calls)
+    every = ("--set", "logging.save_every=1", "--set", "rollout.cache_path=execution_cache.jsonl")
+    base, cut = tmp_path / "base", tmp_path / "cut"
+    for run_dir in (base, cut):
+        assert train(run_dir, "--max-steps", "3", *every).exit_code == 0
+    shutil.rmtree(cut / "checkpoint-3")
+    resumed = train(cut, "--max-steps", "3", "--resume", *every)
+    assert resumed.exit_code == 0, resumed.output
+
+    def rows(run_dir):
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+        return [
+            (r["step"], r["cache_hit_rate"], r["executor_calls"]) for r in map(json.loads, lines)
+        ]
+
+    assert rows(cut) == rows(base)
+    assert rows(base)[-1][2] > 0  # step 3 asks the executor: the case is not vacuous
