@@ -12,7 +12,8 @@ What counts as stating it, by domain:
   or the instruction as a whole read as the answer (``x = \\sqrt{2}``);
 * qa: the normalised reference as whole words in the normalised instruction, unless the
   instruction names both ``yes`` and ``no``; a reference that is a single letter (a choice)
-  only as that capital letter, unless the instruction names other capital letters too;
+  only as that capital letter, unless the instruction names other capital letters too (not
+  the pronoun ``I``; best effort: ``"B, not A"`` names two and passes);
 * code: a definition of the entry point or a ``lambda`` (code is the answer).
 
 An instruction that happens to hold the answer for another reason (``Custom("in 2 steps")`` on
@@ -59,7 +60,7 @@ def _math(text: str, problem: Problem) -> bool:
 def _qa(text: str, problem: Problem) -> bool:
     reference = (problem.answer or "").strip()
     if len(reference) == 1 and reference.isalpha():  # a choice: B, not the article "a"
-        letters = set(_CAPITAL.findall(text))
+        letters = set(_CAPITAL.findall(text)) - ({"I"} - {reference.upper()})  # the pronoun
         return letters == {reference.upper()}
     ref = normalize_answer(reference).split()
     words = normalize_answer(text).split()

@@ -34,6 +34,7 @@ CODE = Problem("c/1", "code", "Write add(a, b).", None, tests=("assert add(1, 2)
         (CHOICE, 'AnswerGenerate("answer with a letter")', False),  # the article, not B
         (CHOICE, 'AnswerGenerate("pick A or B")', False),
         (CHOICE, 'AnswerGenerate("answer B")', True),
+        (CHOICE, 'AnswerGenerate("I say B")', True),  # the pronoun is no other choice
         (CODE, 'CustomCodeGenerate("def add(a, b): return a + b")', True),
         (CODE, 'CustomCodeGenerate("add = lambda a, b: a + b")', True),
         (CODE, 'CustomCodeGenerate("return the sum")', False),
