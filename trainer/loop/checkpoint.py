@@ -79,9 +79,7 @@ def save_checkpoint(
         )
         follow_umask(tmp)
         _fsync_dir(tmp)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
+        _swap_in(tmp, final)
         _fsync_dir(run_dir)
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -177,12 +175,32 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return found[-1][1] if found else None
 
 
+def _swap_in(tmp: Path, final: Path) -> None:
+    """Rename ``tmp`` to ``final``; a ``final`` already there (a finished run saving its last
+    step again) is renamed aside first and removed after, so a kill leaves a whole copy under
+    one of the two names (deleting it first could leave a half-deleted ``checkpoint-N``)."""
+    aside = final.with_name(f".{final.name}.old-{os.getpid()}")  # a _TEMP name: pruned if left
+    if final.exists():
+        os.replace(final, aside)
+    try:
+        os.replace(tmp, final)
+    except BaseException:
+        if aside.exists() and not final.exists():
+            os.replace(aside, final)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
 def _prune(run_dir: Path, keep: int) -> None:
-    for _, path in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
+    whole = list_checkpoints(run_dir)
+    for _, path in whole[:-keep] if keep > 0 else []:
         shutil.rmtree(path, ignore_errors=True)
         logger.info("deleted %s: logging.keep_checkpoints keeps the last %d", path.name, keep)
-    for stale in checkpoint_folders(run_dir):  # leftovers of a killed save
-        if _TEMP.match(stale.name):
+    newest, kept = (whole[-1][0] if whole else -1), {path for _, path in whole}
+    for stale in checkpoint_folders(run_dir):  # leftovers of a killed save or prune
+        match = _NAME.match(stale.name)
+        older_part = match is not None and stale not in kept and int(match.group(1)) < newest
+        if _TEMP.match(stale.name) or older_part:
             shutil.rmtree(stale, ignore_errors=True)
 
 

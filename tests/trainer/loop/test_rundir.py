@@ -38,6 +38,18 @@ def test_pruning_a_checkpoint_is_logged(tmp_path, caplog):
     assert existing_run(tmp_path) == ["checkpoint-2", "checkpoint-3"]
 
 
+def test_saving_a_step_again_keeps_a_whole_copy_and_clears_a_prune_cut_short(tmp_path):
+    model = wrap_lora(build_tiny_model()[0], LoraSettings(r=2, alpha=4))
+    for step in (1, 2):
+        save_checkpoint(tmp_path, step, model, _NoOptimizer(), None, {}, keep=2)
+    (tmp_path / "checkpoint-1" / "trainer_state.pt").unlink()  # a prune killed part-way
+    # a finished run saving its last step again: renamed aside, never deleted first
+    path = save_checkpoint(tmp_path, 2, model, _NoOptimizer(), None, {}, keep=2)
+    assert (path / "trainer_state.pt").is_file()
+    assert (path / "adapter" / "adapter_model.safetensors").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-2"]
+
+
 class _NoOptimizer:
     def state_dict(self):
         return {}
