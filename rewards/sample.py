@@ -3,6 +3,7 @@ made of it."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from flowgrpo.dsl import (
@@ -66,7 +67,7 @@ class Sample:
         """The canonical form of the workflow; None on a fallback or a syntax error."""
         return self.report.canonical if self.report is not None else None
 
-    @property
+    @functools.cached_property  # read by diversity, the history and its eligibility
     def diversity_key(self) -> str | None:
         """What diversity compares (:func:`dsl.canonical.skeleton`: no instructions, no loops
         of one), so that wording (an empty, a re-cased or a made-up instruction) or a ``* 1``

@@ -153,7 +153,7 @@ def _graded(prediction: str | None, reference: str, rel_tol: float, abs_tol: flo
         return CheckResult(False, 0.0, f"no number found in the prediction (expected {ref:g})")
     if math.isclose(pred, ref, rel_tol=rel_tol, abs_tol=abs_tol):
         return CheckResult(True, 1.0, f"predicted {pred:g} == expected {ref:g}")
-    error = abs(pred - ref) / abs(ref) if ref != 0 else math.inf
+    error = _relative_error(pred, ref)
     return CheckResult(
         False,
         _tier(pred, ref),
@@ -161,9 +161,13 @@ def _graded(prediction: str | None, reference: str, rel_tol: float, abs_tol: flo
     )
 
 
+def _relative_error(pred: float, ref: float) -> float:
+    return abs(pred - ref) / abs(ref) if ref != 0 else math.inf
+
+
 def _tier(pred: float, ref: float) -> float:
     """The :data:`GRADED_TIERS` score of a number that is not the reference."""
-    error = abs(pred - ref) / abs(ref) if ref != 0 else math.inf
+    error = _relative_error(pred, ref)
     return next((tier for limit, tier in GRADED_TIERS if error <= limit), 0.0)
 
 

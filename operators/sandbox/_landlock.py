@@ -27,7 +27,6 @@ import functools
 import os
 import struct
 import sys
-from collections.abc import Iterable
 
 # Syscall numbers from the unified table (the same on x86_64, aarch64, riscv64, ...);
 # alpha is the one Linux port with its own numbers.
@@ -152,25 +151,3 @@ def restrict_self(ruleset_fd: int) -> None:
     args = [ctypes.c_ulong(v) for v in (1, 0, 0, 0)]
     _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, *args), "prctl(NO_NEW_PRIVS)")
     _check(libc.syscall(_long(_RESTRICT_SELF), _long(ruleset_fd), _long(0)), "restrict_self")
-
-
-def restrict(abi: int, rules: Iterable[tuple[int, int, bool]]) -> None:
-    """Confine the calling process (and its future children) to ``rules``; irreversible:
-    :func:`ruleset`, :func:`add_rule` for each, :func:`restrict_self`.
-
-    Args:
-        abi: the kernel's ABI version (from :func:`abi_version`, >= 1).
-        rules: ``(fd, rights, is_dir)``: an ``O_PATH`` descriptor of a granted file or directory,
-            the Landlock rights granted beneath it, and whether it is a directory (a file only
-            takes file rights). The descriptors are the caller's to close.
-
-    Raises:
-        OSError: the kernel refused a step; the process is then NOT confined.
-    """
-    ruleset_fd = ruleset(abi)
-    try:
-        for fd, rights, is_dir in rules:
-            add_rule(ruleset_fd, abi, fd, rights, is_dir)
-        restrict_self(ruleset_fd)
-    finally:
-        os.close(ruleset_fd)
