@@ -38,7 +38,8 @@ _STATE_AFTER = {" * ": "count", "(": "open", "]": "after", ")": "after"}  # else
 @dataclass(frozen=True)
 class Closing:
     """How to finish a prefix: ``text`` to append (possibly empty) and ``calls``, the worst-case
-    operator calls of the finished workflow (``shape.count_calls``)."""
+    executor calls of the finished workflow (``shape.count_calls``, each operator counted with
+    the limits' ``op_calls``)."""
 
     text: str
     calls: int
@@ -98,12 +99,16 @@ def _after_unit(text: str, i: int, frames: list[_Frame]) -> tuple[int, str] | No
 _Scan = tuple[list[_Frame], str, int]
 
 
-def _scan(text: str, names: frozenset[str], start: _Scan | None = None) -> _Scan:
+def _scan(
+    text: str, names: frozenset[str], start: _Scan | None = None, limits: StaticLimits | None = None
+) -> _Scan:
     """(open constructs, state, where the scan stopped) for a canonical prefix. State: operand
     (a unit is due), after (a unit ended), count (after `` * ``), open (after ``Name(``),
     string (inside an instruction), shut (after its closing quote). ``start``: a scan of a
     prefix of ``text`` to go on from (its frames are copied, not changed), so the closings of
-    one prefix do not rescan it."""
+    one prefix do not rescan it. ``limits``: whose ``op_calls`` weigh each operator (None:
+    one call each)."""
+    calls_of = (limits or DEFAULT_STATIC_LIMITS).calls_of
     if start is None:
         frames, state, i = [_Frame("top")], "operand", 0
     else:
@@ -134,7 +139,7 @@ def _scan(text: str, names: frozenset[str], start: _Scan | None = None) -> _Scan
             name = None if word is None else word.group()
             if name is None or (name != "done" and name not in names):
                 break
-            _unit(frames, 0 if name == "done" else 1)
+            _unit(frames, 0 if name == "done" else calls_of(name))
             i, state = word.end(), "after"
         else:
             step = _after_unit(text, i, frames)
@@ -151,25 +156,34 @@ class PrefixScan:
 
     text: str
     names: frozenset[str]  # the domain's operators it was scanned with
+    op_calls: tuple[tuple[str, int], ...]  # and the calls each one counts (StaticLimits)
     frames: tuple[_Frame, ...]  # copied by a scan that goes on from it, never changed
     state: str
 
 
-def scan_prefix(prefix: str, domain: str = "math",
-                operators: OperatorTable | None = None) -> PrefixScan | None:  # fmt: skip
+def scan_prefix(prefix: str, domain: str = "math", operators: OperatorTable | None = None,
+                limits: StaticLimits | None = None) -> PrefixScan | None:  # fmt: skip
     """The scan of ``prefix`` for :func:`shortest_closing`'s ``start`` (None when the scan stops
-    before the end: ``prefix`` ends inside a separator or is not a prefix of a workflow)."""
+    before the end: ``prefix`` ends inside a separator or is not a prefix of a workflow);
+    ``limits`` as :func:`shortest_closing` is given them."""
     table = operators if operators is not None else _default_table()
     names = table.for_domain(domain)
-    frames, state, i = _scan(prefix, names)
-    return PrefixScan(prefix, names, tuple(frames), state) if i == len(prefix) else None
+    limits = limits or DEFAULT_STATIC_LIMITS
+    frames, state, i = _scan(prefix, names, limits=limits)
+    if i < len(prefix):
+        return None
+    return PrefixScan(prefix, names, limits.op_calls, tuple(frames), state)
 
 
-def _resume_from(start: PrefixScan | None, text: str, names: frozenset[str]) -> _Scan | None:
+def _resume_from(
+    start: PrefixScan | None, text: str, names: frozenset[str], limits: StaticLimits
+) -> _Scan | None:
     """``start`` as a scan to go on from when ``text`` is ``start.text`` and more, cut between
     two lexemes (not inside a name or a number: "Custom" of "CustomCodeGenerate"; a scan ends
-    only after a whole separator) and scanned with the same operators; else None."""
+    only after a whole separator) and scanned with the same operators and weights; else None."""
     if start is None or start.names != names or not text.startswith(start.text):
+        return None
+    if start.op_calls != limits.op_calls:
         return None
     n = len(start.text)
     between = n == 0 or n == len(text) or not (text[n - 1] + text[n]).replace("_", "a").isalnum()
@@ -198,6 +212,13 @@ def _completions(rest: str, state: str, names: frozenset[str]) -> list[str]:
     return sorted(w[len(rest) :] for w in words if w.startswith(rest) and w != rest)
 
 
+def _generator(table: OperatorTable, names, measure, limits: StaticLimits) -> str | None:
+    """The generator a closing writes where an operand is due: the first of the shortest
+    (by ``measure``), of the fewest calls among those; None when the domain has none."""
+    generators = (n for n in table.names_with_role(GENERATOR) if n in names)
+    return min(generators, key=lambda n: (measure(n), limits.calls_of(n)), default=None)
+
+
 def shortest_closing(
     prefix: str,
     domain: str = "math",
@@ -223,24 +244,24 @@ def shortest_closing(
     """
     table = operators if operators is not None else _default_table()
     names = table.for_domain(domain)
-    generators = (n for n in table.names_with_role(GENERATOR) if n in names)
-    generator = min(generators, key=measure, default=None)  # the first of the shortest
+    limits = limits or DEFAULT_STATIC_LIMITS
+    generator = _generator(table, names, measure, limits)
     if generator is None:
         return None
-    scanned = _scan(prefix, names, _resume_from(start, prefix, names))
+    scanned = _scan(prefix, names, _resume_from(start, prefix, names, limits), limits)
     i = scanned[2]
     cuts = [""] if i == len(prefix) else _completions(prefix[i:], scanned[1], names)
     candidates = []  # (closing text, the scan of prefix + its cut lexeme to go on from)
     for cut in cuts:
         # a scan stops only before a lexeme it cannot take, so going on from it is exact
-        at = scanned if not cut else _scan(prefix + cut, names, scanned)
+        at = scanned if not cut else _scan(prefix + cut, names, scanned, limits)
         if at[2] == len(prefix) + len(cut):
             candidates.append((cut + _close(at[0], at[1], generator), at))
     # a cut lexeme with several completions (" " opens " -> ", " * ", " ? " or " : ") may
     # complete into a separator the construct does not take (" * " after a loop): validate
     check = check or len(candidates) > 1
     for text, at in sorted(candidates, key=lambda c: measure(c[0])):
-        frames, state, j = _scan(prefix + text, names, at)
+        frames, state, j = _scan(prefix + text, names, at, limits)
         while state == "after" and frames[-1].kind == "else":  # a conditional at the end
             _pop(frames)
         if j < len(prefix + text) or len(frames) > 1 or state != "after":
@@ -250,7 +271,7 @@ def shortest_closing(
             and not validate(
                 prefix + text,
                 domain=domain,
-                limits=limits or DEFAULT_STATIC_LIMITS,
+                limits=limits,
                 operators=table,
             ).ok
         ):

@@ -74,13 +74,14 @@ def _depth_rules(d: int, has: dict) -> list[str]:
     return rules
 
 
-def _budget_rules(f: str, d: int, budget: int, has: dict, loops: int) -> list[str]:
+def _budget_rules(f: str, d: int, budget: int, weights: dict, loops: int) -> list[str]:
     """Rules of family ``f`` at remaining depth ``d`` indexed by their exact worst-case call
     count c = 1..budget (``shape.count_calls``: a chain and a parallel block add, a loop
-    multiplies, a conditional is its check plus its longer branch)."""
+    multiplies, a conditional is its check plus its longer branch; an operator counts its
+    ``StaticLimits.op_calls``). ``weights``: the calls the operators of each kind count."""
     rules = []
     for c in range(1, budget + 1):
-        units = [f"op_{f}"] if c == 1 else []
+        units = [f"op_{f}_w{c}"] if c in weights[f] else []
         units.append(f'"(" seq_{f}{d}_{c} ")"')
         steps = [f"unit_{f}{d}_{c}"]
         if d > 0:
@@ -88,13 +89,14 @@ def _budget_rules(f: str, d: int, budget: int, has: dict, loops: int) -> list[st
                 units.append(f"par_{f}{d}_{c}")
             loop = [n for n in range(1, loops + 1) if c % n == 0]
             steps += [f'unit_{f}{d - 1}_{c // n} " * {n}"' for n in loop]
-            if has["ens"] and c >= 3:
-                steps.append(f'par_{f}{d}_{c - 1} " -> " op_ens')
-            if f == "s" and has["chk"]:
-                m, b = c - 1, f"branch{d - 1}"
-                steps.append(f'op_chk " ? " {b}_{m} " : " {b}le_{m}')
+            ens = [w for w in weights["ens"] if c - w >= 2]  # after >= 2 branches
+            steps += [f'par_{f}{d}_{c - w} " -> " op_ens_w{w}' for w in ens]
+            for w in weights["chk"] if f == "s" else ():
+                m, b = c - w, f"branch{d - 1}"
+                if m >= 0:
+                    steps.append(f'op_chk_w{w} " ? " {b}_{m} " : " {b}le_{m}')
                 if m > 0:
-                    steps.append(f'op_chk " ? " {b}le_{m - 1} " : " {b}_{m}')
+                    steps.append(f'op_chk_w{w} " ? " {b}le_{m - 1} " : " {b}_{m}')
             if c >= 2:
                 e = d - 1
                 heads = [f'"[" seq_{f}{e}_{a} ", " plist_{f}{e}_{c - a} "]"' for a in range(1, c)]
@@ -117,13 +119,31 @@ def _branch_rules(d: int, budget: int) -> list[str]:
     return rules
 
 
-def _budget_grammar(op_rules: dict, has: dict, limits: StaticLimits) -> list[str]:
+_KINDS = {  # rule name: the roles of its operators
+    "h": (GENERATOR,),
+    "s": (GENERATOR, CHECKER, REFINER),
+    "chk": (CHECKER,),
+    "ens": (ENSEMBLER,),
+}
+
+
+def _budget_grammar(table: OperatorTable, allowed, limits: StaticLimits) -> list[str]:
+    """The grammar with the call budget: one operator rule per kind and call count
+    (``op_s_w2``: the generators, checkers and refiners that count two calls)."""
     budget, top = limits.max_calls, limits.max_depth
     starts = " | ".join(f"seq_h{top}_{c}" for c in range(1, budget + 1))
-    lines = [f"start: {starts}", *[r for r in op_rules.values() if r is not None]]
+    lines, weights = [f"start: {starts}"], {}
+    by_weight: dict[int, set[str]] = {}
+    for name in allowed:
+        by_weight.setdefault(limits.calls_of(name), set()).add(name)
+    for kind, roles in _KINDS.items():
+        rules = {w: _op_rule(f"op_{kind}_w{w}", table, names, roles)
+                 for w, names in by_weight.items()}  # fmt: skip
+        weights[kind] = sorted(w for w, rule in rules.items() if rule is not None)
+        lines += [rules[w] for w in weights[kind]]
     for d in range(top + 1):
         for f in ("h", "s"):
-            lines += _budget_rules(f, d, budget, has, limits.max_loop_count)
+            lines += _budget_rules(f, d, budget, weights, limits.max_loop_count)
         if d < top:
             lines += _branch_rules(d, budget)
     return lines
@@ -158,7 +178,7 @@ def workflow_grammar(
         raise ValueError(f"the {domain} domain has no generator: no workflow can be valid")
     has = {"chk": op_rules["op_chk"] is not None, "ens": op_rules["op_ens"] is not None}
     if budget:
-        lines = _budget_grammar(op_rules, has, limits)
+        lines = _budget_grammar(table, allowed, limits)
         return "\n".join([*lines, f"STRING: {_STRING}"]) + "\n"
     top = limits.max_depth
     counts = " | ".join(f'"{i}"' for i in range(1, limits.max_loop_count + 1))

@@ -7,11 +7,12 @@
 
 Branches of a head are a multiset (their order does not change an ensemble's result), every
 workflow is validated for the math domain and kept once by canonical form. With the defaults
-(3 branches, 2 tail steps, a bound of 20 worst-case operator calls; the longest makes 16) it
-holds 2,275 workflows:
+(3 branches, 2 tail steps, a bound of 20 worst-case operator calls, one per operator; the
+longest makes 16) it holds 2,275 workflows:
 single generators, ensembles of 2-3, and chains with Review/Revise checks, loops of them,
-re-generation on FAIL, blind Revise and Format; at a call budget of 12 (``max_calls=12``,
-what a run with ``executor.max_calls: 12`` can write) 2,176 of them.
+re-generation on FAIL, blind Revise and Format; 2,176 of them within 12 calls counted so. What
+a run with ``executor.max_calls: 12`` can write counts MdEnsemble's votes and Programmer's retry
+too (``limits=Limits().static_limits()``): 1,773 of them.
 
 It is the set ``flowgrpo search`` searches by default and the SIMULATED executor's optimum is
 taken over (``operators.simulation.space``). The shapes are AFlow's hand-designed baselines and
@@ -43,15 +44,20 @@ SPACE_MAX_CALLS = 20
 
 
 def workflow_space(
-    max_branches: int = 3, max_tail: int = 2, max_calls: int = SPACE_MAX_CALLS
+    max_branches: int = 3,
+    max_tail: int = 2,
+    max_calls: int = SPACE_MAX_CALLS,
+    limits: StaticLimits | None = None,
 ) -> tuple[str, ...]:
     """Canonical texts of the space described in the module docstring, each valid for the math
-    domain with at most ``max_calls`` worst-case operator calls, in a fixed order."""
-    return _space(max_branches, max_tail, max_calls)
+    domain with at most ``max_calls`` worst-case operator calls (one each), in a fixed order.
+    ``limits``: validate with these instead (a run's own, ``Limits.static_limits``, which
+    count an operator's retries and votes): the workflows that run can write."""
+    return _space(max_branches, max_tail, limits or StaticLimits(max_calls=max_calls))
 
 
 @lru_cache(maxsize=16)
-def _space(max_branches: int, max_tail: int, max_calls: int) -> tuple[str, ...]:
+def _space(max_branches: int, max_tail: int, limits: StaticLimits) -> tuple[str, ...]:
     heads = list(GENERATORS)
     for k in range(2, max_branches + 1):
         for combo in itertools.combinations_with_replacement(GENERATORS, k):
@@ -61,7 +67,6 @@ def _space(max_branches: int, max_tail: int, max_calls: int) -> tuple[str, ...]:
         for combo in itertools.product(TAILS, repeat=length):
             if "Format" not in combo[:-1]:
                 tails.append(combo)
-    limits = StaticLimits(max_calls=max_calls)
     seen: dict[str, None] = {}
     for head, tail in itertools.product(heads, tails):
         report = validate(" -> ".join((head, *tail)), domain="math", limits=limits)

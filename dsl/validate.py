@@ -13,7 +13,7 @@ Error codes (``Report.errors``):
 ``ensemble_needs_candidates``  an ensembler without >= 2 candidates from a parallel block
 ``needs_solution``         a checker or refiner before any generator made a solution
 ``loop_count``             a loop count outside [1, max_loop_count]
-``too_many_calls``         worst-case operator calls (loops expanded) above max_calls
+``too_many_calls``         worst-case executor calls (loops expanded) above max_calls
 ``too_deep``               nesting of parallel/conditional/loop deeper than max_depth
 =========================  ==============================================================
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from flowgrpo.dsl.ast import Cond, Loop, Op, Parallel, Seq, Visitor, Workflow
@@ -52,21 +53,44 @@ class StaticLimits:
 
     Attributes:
         max_loop_count: largest allowed ``* n`` (smallest is 1).
-        max_calls: largest worst-case number of operator calls, loops expanded: a run's call
+        max_calls: largest worst-case number of executor calls, loops expanded: a run's call
             budget (``operators.interpreter.Limits.static_limits``), so a workflow valid for
-            the reward is never stopped by the executor for its number of operators.
+            the reward is never stopped by the executor's budget.
         max_depth: deepest nesting of parallel / conditional / loop constructs.
+        op_calls: executor calls one run of an operator makes at most, for the operators
+            that make more than one (a mapping or ``(name, calls)`` pairs; kept as sorted
+            pairs): a run's come from its operator settings (MdEnsemble votes ``md_votes``
+            times, Programmer tries ``1 + programmer_retries`` times, Test fixes up to
+            ``test_fix_rounds`` times). Others count 1.
     """
 
     max_loop_count: int = 5
     max_calls: int = DEFAULT_MAX_CALLS
     max_depth: int = 4
+    op_calls: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self):
         for name in ("max_loop_count", "max_calls", "max_depth"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"StaticLimits.{name} must be a positive integer, got {value!r}")
+        pairs = dict(self.op_calls.items() if isinstance(self.op_calls, Mapping) else self.op_calls)
+        for op, calls in pairs.items():
+            if not isinstance(op, str) or not isinstance(calls, int) or calls < 1:
+                raise ValueError(
+                    f"StaticLimits.op_calls must map operator names to calls >= 1, got "
+                    f"{op!r}: {calls!r}"
+                )
+        # frozen and hashable (validate() caches by limits): sorted pairs, ones dropped
+        pairs = tuple(sorted((op, calls) for op, calls in pairs.items() if calls > 1))
+        object.__setattr__(self, "op_calls", pairs)
+
+    def calls_of(self, name: str) -> int:
+        """The executor calls one run of operator ``name`` makes at most (1 unless listed)."""
+        for op, calls in self.op_calls:  # a few pairs: a scan beats building a dict
+            if op == name:
+                return calls
+        return 1
 
 
 DEFAULT_STATIC_LIMITS = StaticLimits()
@@ -99,7 +123,8 @@ class Report:
         structure: single, chain, conditional, loop or parallel (None on a syntax error).
         features: every construct present (chain, conditional, loop, parallel, instruction).
         operators: operator names in execution order (loop bodies once).
-        calls: worst-case number of operator calls with loops expanded.
+        calls: worst-case number of executor calls with loops expanded (each operator
+            counted with the limits' ``op_calls``).
     """
 
     text: str
@@ -178,11 +203,13 @@ def _check(text, workflow: Workflow, domain, limits: StaticLimits, allowed, tabl
     checker = _Checker(domain, limits, allowed, table)
     checker.visit(workflow.root, _State())
     root = workflow.root
-    # checker.calls is count_calls(root), checker.deepest nesting_depth(root), both noted
-    # during the checking pass
+    # checker.calls is count_calls(root) with the limits' op_calls, checker.deepest
+    # nesting_depth(root), both noted during the checking pass
+    heavy = [f"{op} makes {n}" for op, n in limits.op_calls if op in checker.operators]
     for code, value, limit, what, fix in (
         ("too_many_calls", checker.calls, limits.max_calls, "the workflow makes up to {} "
-         "operator calls (limit {})", "use fewer steps, branches or loop repetitions"),
+         "executor calls (limit {}" + "".join(f"; {h}" for h in heavy) + ")",
+         "use fewer steps, branches or loop repetitions"),
         ("too_deep", checker.deepest, limits.max_depth, "constructs are nested {} deep "
          "(limit {})", "flatten the workflow: fewer loops/conditionals/parallel blocks inside "
          "each other"),
@@ -239,7 +266,7 @@ class _Checker(Visitor[_State]):
         self.features: set[str] = set()
         self.operators: list[str] = []
         self.depth = self.deepest = 0  # parallel / conditional / loop constructs around a node
-        self.calls = 0  # worst-case operator calls so far (count_calls, in the same walk)
+        self.calls = 0  # worst-case executor calls so far (count_calls, in the same walk)
 
     def _enter(self, feature: str) -> None:
         """A construct begins: note it and how deep it sits."""
@@ -340,7 +367,7 @@ class _Checker(Visitor[_State]):
 
     def visit_op(self, node: Op, state: _State) -> _State:
         self.operators.append(node.name)
-        self.calls += 1
+        self.calls += self.limits.calls_of(node.name)
         if node.instruction is not None:
             self.features.add("instruction")
         spec = self.table.get(node.name)

@@ -71,10 +71,15 @@ class Limits:
             raise ValueError("Limits.max_seconds must be > 0 (seconds)")
 
     def static_limits(self) -> StaticLimits:
-        """The DSL's static bounds of a workflow this run executes: its worst-case operator
-        calls within the call budget, so validation (reward, interpreter, constrained sampler)
-        never accepts a workflow the budget stops for its number of operators alone."""
-        return dataclasses.replace(DEFAULT_STATIC_LIMITS, max_calls=self.max_llm_calls)
+        """The DSL's static bounds of a workflow this run executes: its worst-case executor
+        calls within the call budget, each operator counted with the calls its settings let it
+        make (:meth:`OpSettings.worst_case_calls`), so a workflow valid for the reward (and the
+        constrained sampler) is never stopped by the budget."""
+        return dataclasses.replace(
+            DEFAULT_STATIC_LIMITS,
+            max_calls=self.max_llm_calls,
+            op_calls=self.ops.worst_case_calls(),
+        )
 
     def cache_key(self) -> str:
         """Every field (operator settings included) as canonical JSON: the cache key's part for

@@ -55,6 +55,17 @@ class OpSettings:
         table = dict(self.max_new_tokens)
         return table.get(op, table["default"])
 
+    def worst_case_calls(self) -> dict[str, int]:
+        """Executor calls one run of each multi-call operator makes at most with these
+        settings (the rest make one): what the static call count weighs them with
+        (``dsl.StaticLimits.op_calls``). Test's fix rounds are its only calls (its test runs
+        are sandbox runs); it counts at least one, as every operator does."""
+        return {
+            "Programmer": 1 + self.programmer_retries,
+            "MdEnsemble": max(1, self.md_votes),
+            "Test": max(1, self.test_fix_rounds),
+        }
+
 
 OpFn = Callable[[State, "str | None", OpSettings], OpGen]
 

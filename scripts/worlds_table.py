@@ -13,7 +13,7 @@ where the world overrides it: operators/simulation/oracle.py):
 * then, per world, each kind's best workflow against the single one.
 
 The candidates are the workflows of the simulation's space (operators/simulation/space.py) that a
-run with the call budget can write (``--space writable``, 2,176 of 2,275 at 12 calls), or the
+run with the call budget can write (``--space writable``, 1,773 of 2,275 at 12 calls), or the
 whole space as the records before 0.3 scored it (``--space all``):
 
     python scripts/worlds_table.py                      # every world in configs/worlds/

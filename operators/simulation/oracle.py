@@ -64,9 +64,10 @@ class Oracle:
 
 def writable_space(limits: Limits | None = None) -> tuple[str, ...]:
     """The workflows of the canonical space (:func:`flowgrpo.dsl.space.workflow_space`) that a
-    run with ``limits`` can write: at most its call budget of worst-case operator calls (its
-    validation refuses the others). With the default budget of 12 calls, 2,176 of the 2,275."""
-    return workflow_space(max_calls=(limits or DEFAULT_LIMITS).max_llm_calls)
+    run with ``limits`` can write: at most its call budget of worst-case executor calls, votes
+    and retries counted (:meth:`Limits.static_limits`; its validation refuses the others).
+    With the default budget of 12 calls and operator settings, 1,773 of the 2,275."""
+    return workflow_space(limits=(limits or DEFAULT_LIMITS).static_limits())
 
 
 def kind_mix(params: SimulationParams, problems: Iterable) -> dict[str, float]:

@@ -126,3 +126,25 @@ def test_a_scan_that_stops_inside_a_separator_is_no_start():
     assert scan_prefix("Custom -", "math") is None
     assert scan_prefix("Custom ]", "math") is None
     assert scan_prefix("Custom -> ", "math").text == "Custom -> "
+
+
+#: operators that count several calls (a run's votes, retries, fix rounds)
+WEIGHED = StaticLimits(max_calls=40, op_calls={"Programmer": 2, "MdEnsemble": 3, "Test": 2})
+
+
+@pytest.mark.parametrize("domain", ["math", "code"])
+def test_a_closing_counts_each_operator_as_the_limits_weigh_it(domain):
+    for text in _valid_workflows(domain, 60, seed=11):
+        for k in range(len(text) + 1):
+            closing = shortest_closing(text[:k], domain, limits=WEIGHED)
+            report = validate(text[:k] + closing.text, domain=domain, limits=WEIGHED)
+            assert report.ok, (text[:k], closing)
+            by_hand = count_calls(report.workflow.root, lambda op: WEIGHED.calls_of(op.name))
+            assert closing.calls == report.calls == by_hand, text[:k]
+
+
+def test_a_scan_with_other_weights_is_not_gone_on_from():
+    start = scan_prefix("Programmer -> ", "math")  # Programmer counted once
+    closing = shortest_closing("Programmer -> Cus", "math", limits=WEIGHED, start=start)
+    assert closing.calls == 3  # Programmer 2 + Custom 1, as from scratch
+    assert closing == shortest_closing("Programmer -> Cus", "math", limits=WEIGHED)

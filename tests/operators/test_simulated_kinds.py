@@ -11,6 +11,7 @@ import pytest
 from flowgrpo.dsl import count_calls, validate
 from flowgrpo.operators.backends.simulated import SimulatedExecutor
 from flowgrpo.operators.interpreter import Limits, run_workflows
+from flowgrpo.operators.ops import OpSettings
 from flowgrpo.operators.simulation import SimulationParams, Tradeoff, analyze
 from flowgrpo.operators.simulation.exact import simulated_sandbox
 from flowgrpo.operators.simulation.oracle import (
@@ -154,9 +155,28 @@ def test_the_arithmetic_mix_is_the_generators_own():
 def test_the_writable_space_is_the_space_within_the_call_budget():
     limits = Limits(max_llm_calls=12)
     writable = set(writable_space(limits))
+    weigh = {"Programmer": 2, "MdEnsemble": 3}  # 1 + programmer_retries, md_votes
     for text in workflow_space():
-        calls = count_calls(validate(text, domain="math").workflow.root)
-        assert (text in writable) == (calls <= 12), text
-    assert len(writable_space(dataclasses.replace(limits, max_llm_calls=20))) == len(
+        root = validate(text, domain="math").workflow.root
+        assert (text in writable) == (count_calls(root, lambda op: weigh.get(op.name, 1)) <= 12)
+    assert len(writable) == 1773 and len(workflow_space(max_calls=12)) == 2176  # one call each
+    assert len(writable_space(dataclasses.replace(limits, max_llm_calls=40))) == len(
         workflow_space()
     )
+
+
+@pytest.mark.parametrize(
+    ("budget", "ops"),
+    [(12, OpSettings()), (8, OpSettings(programmer_retries=2, md_votes=5)),
+     (10, OpSettings(programmer_retries=0, md_votes=1))],
+)  # fmt: skip
+def test_no_workflow_a_run_can_write_is_stopped_by_its_budget(budget, ops):
+    # every outcome has a positive probability here (crashes, failed reviews, unreadable
+    # votes), so a budget stop on any path would show in budget_stop
+    limits = Limits(max_llm_calls=budget, ops=ops)
+    space = writable_space(limits)
+    assert space
+    for text in space:
+        assert analyze(text, GLOBAL, "hard", limits).budget_stop == 0.0, text
+    over = [t for t in workflow_space() if t not in set(space)]
+    assert any(analyze(t, GLOBAL, "hard", limits).budget_stop > 0 for t in over)

@@ -11,8 +11,8 @@ import click
 
 from flowgrpo.dsl import OperatorTable, extract, validate
 from flowgrpo.dsl.render import format_report, report_to_dict
-from flowgrpo.operators.executor import ExecutorConfig
-from flowgrpo.operators.interpreter import describe, run_workflows
+from flowgrpo.operators.executor import ExecutorConfig, executor_limits
+from flowgrpo.operators.interpreter import DEFAULT_LIMITS, describe, run_workflows
 from flowgrpo.plugins import import_plugins
 from flowgrpo.trainer.cli.common import (
     build_cli_executor,
@@ -57,8 +57,10 @@ def validate_command(
 
 
 def validate_one(text: str, do_extract: bool, domain: str | None, table=None) -> dict:
-    """Validate one input (against ``table``, default the process's operator table); returns
-    the JSON dict with a '_human' rendering added."""
+    """Validate one input (against ``table``, default the process's operator table) with the
+    default run's static limits (its 12-call budget, votes and retries counted, as a run's
+    reward validates); returns the JSON dict with a '_human' rendering added."""
+    limits = DEFAULT_LIMITS.static_limits()
     if do_extract:
         found = extract(text, operators=table)
         if found.fallback:
@@ -69,7 +71,7 @@ def validate_one(text: str, do_extract: bool, domain: str | None, table=None) ->
                 "errors": [],
                 "_human": f"invalid  (fallback: no workflow found) {text[:60]!r}",
             }
-        report = validate(found.dsl, domain=domain, operators=table)
+        report = validate(found.dsl, domain=domain, operators=table, limits=limits)
         result = {
             "input": text,
             "fallback": False,
@@ -77,7 +79,7 @@ def validate_one(text: str, do_extract: bool, domain: str | None, table=None) ->
             **report_to_dict(report),
         }
     else:
-        report = validate(text, domain=domain, operators=table)
+        report = validate(text, domain=domain, operators=table, limits=limits)
         result = {"input": text, **report_to_dict(report)}
     result["_human"] = format_report(report)
     return result
@@ -110,12 +112,15 @@ def run_workflow_command(
     except ValueError as exc:
         fail(f"--plugin: {exc}")
     table = run_operators(run)
-    report = validate(workflow, operators=table)
+    # the run's call budget, votes and retries counted (as its reward validates): a workflow
+    # over it is refused here, not cut short by the executor
+    limits = executor_limits(run.executor if run is not None else ExecutorConfig()).static_limits()
+    report = validate(workflow, operators=table, limits=limits)
     if not report.ok:
         click.echo(format_report(report), err=True)
         sys.exit(1)
     problems = load_problems(task, n, seed, split)
-    domain_report = validate(workflow, domain=problems[0].domain, operators=table)
+    domain_report = validate(workflow, domain=problems[0].domain, operators=table, limits=limits)
     if not domain_report.ok:
         click.echo(format_report(domain_report), err=True)
         sys.exit(1)

@@ -34,7 +34,7 @@ from flowgrpo.trainer.cli.common import (
     "--candidates",
     "candidates_file",
     "Workflows to search, one per line (# comments). [default: the canonical space a run "
-    "with executor.max_calls can write: 2,176 workflows at 12 calls; math tasks]",
+    "with executor.max_calls can write: 1,773 workflows at 12 calls; math tasks]",
 )
 @count_option("--top", "How many of the best workflows to print.", 10)
 @click.option("--seed", default=0, show_default=True, help="Order of the training problems.")

@@ -1,12 +1,13 @@
 """The constrained sampler's end game: every row finishes as a valid workflow, inside
 ``max_new_tokens`` and the call budget (``rollout.constrained: grammar``, docs/CONSTRAINED.md).
 
-The workflow grammar bounds neither the length of a sample nor its worst-case operator calls
+The workflow grammar bounds neither the length of a sample nor its worst-case executor calls
 (a context-free grammar counts calls only with rules per count, too slow to sample with). So,
 row by row and before each token, :class:`EndGame` asks :func:`flowgrpo.dsl.closing.
 shortest_closing` how the text written so far can be finished at least cost (tokens, calls).
 Far from both limits it does nothing. Near one, it keeps only the tokens after which a finish
-still fits (``near_tokens`` / ``near_calls``: more than one token can add; a large allowed set,
+still fits (``near_tokens`` / ``near_calls``: more than one token can add, and an operator counts
+the calls its settings let it make, ``dsl.StaticLimits.op_calls``; a large allowed set,
 i.e. free text inside an instruction, is left whole while one more token still leaves room for
 the finish). When nothing else fits, it forces the finish token by token, end token included.
 
@@ -60,13 +61,16 @@ class EndGame:
     """
 
     def __init__(self, tokenizer, max_new_tokens, domains, operators, limits, eos_id: int,
-                 near_tokens: int | None = None, near_calls: int = 3,
+                 near_tokens: int | None = None, near_calls: int | None = None,
                  vocab_size: int | None = None):  # fmt: skip
         self.tokenizer, self.max_new_tokens, self.domains = tokenizer, max_new_tokens, domains
         self.classes = token_classes(tokenizer, vocab_size or len(tokenizer))
         self._decode = text_decoder(tokenizer)
         self.operators, self.limits, self.eos_id = operators, limits, eos_id
-        self.near_calls = near_calls
+        # one token adds at most about two operators' calls (a name that opens a parallel
+        # block's second branch): 3 when each counts one, more where one counts several
+        heaviest = max((calls for _op, calls in limits.op_calls), default=1)
+        self.near_calls = near_calls if near_calls is not None else 1 + 2 * heaviest
         self._closings: dict[tuple[str, str], Closing | None] = {}  # rows share prefixes
         self._accepted: dict[tuple[str, str], bool] = {}  # the grammar takes text + its finish
         self._scans: dict[tuple[str, str], PrefixScan | None] = {}
@@ -107,7 +111,7 @@ class EndGame:
     def _prefix_scan(self, row: int, text: str) -> PrefixScan | None:
         key = (self.domains[row], text)
         if key not in self._scans:
-            self._scans[key] = scan_prefix(text, key[0], self.operators)
+            self._scans[key] = scan_prefix(text, key[0], self.operators, self.limits)
         return self._scans[key]
 
     def _need(self, closing: Closing, text: str) -> int:

@@ -27,9 +27,10 @@ from pathlib import Path
 import torch
 
 from flowgrpo.configuration import ConfigError
-from flowgrpo.dsl import validate
+from flowgrpo.dsl import DEFAULT_STATIC_LIMITS, StaticLimits, validate
 from flowgrpo.dsl.generate import stratified_workflow
 from flowgrpo.dsl.operators import default_table
+from flowgrpo.operators.executor import executor_limits
 from flowgrpo.operators.tasks import Problem, load_task
 from flowgrpo.rewards import prepare_samples
 from flowgrpo.trainer.algorithms.completion_loss import completion_backward
@@ -67,8 +68,11 @@ def grammar_pairs(cfg, prompt: PolicyPrompt) -> tuple[list[Problem], list[str]]:
     return problems, [stratified_workflow(rng, table, p.domain) for p in problems]
 
 
-def jsonl_pairs(path: str, prompt: PolicyPrompt) -> tuple[list[Problem], list[str]]:
-    """The user's pairs; a bad line is a ``ConfigError`` naming it and what to fix."""
+def jsonl_pairs(
+    path: str, prompt: PolicyPrompt, limits: StaticLimits = DEFAULT_STATIC_LIMITS
+) -> tuple[list[Problem], list[str]]:
+    """The user's pairs; a bad line is a ``ConfigError`` naming it and what to fix. ``limits``:
+    the run's static limits (a workflow its reward would refuse is no target)."""
     file = Path(path)
     if not file.is_file():
         what = "is a folder" if file.is_dir() else "does not exist"
@@ -85,7 +89,8 @@ def jsonl_pairs(path: str, prompt: PolicyPrompt) -> tuple[list[Problem], list[st
         if not isinstance(row, dict) or not {"question", "workflow"} <= set(row):
             raise ConfigError(f"{where}: write one object with 'question' and 'workflow'")
         domain = row.get("domain", "math")
-        report = validate(row["workflow"], domain=domain, operators=prompt.operators)
+        report = validate(row["workflow"], domain=domain, operators=prompt.operators,
+                          limits=limits)  # fmt: skip
         if not report.ok:
             raise ConfigError(f"{where}: workflow {row['workflow']!r} is not valid for "
                               f"{domain}: {report.errors[0].message}")  # fmt: skip
@@ -207,9 +212,11 @@ def prepare_sft(cfg) -> SFTSetup:
     the problems and pairs are checked before the model loads."""
     prompt = build_environment(cfg, with_executor=False, with_problems=False).prompt
     data = cfg.sft.data
-    problems, workflows = (
-        grammar_pairs(cfg, prompt) if data == "grammar" else jsonl_pairs(data[6:], prompt)
-    )
+    if data == "grammar":
+        problems, workflows = grammar_pairs(cfg, prompt)
+    else:
+        limits = executor_limits(cfg.executor).static_limits()
+        problems, workflows = jsonl_pairs(data[6:], prompt, limits)
     held_out = load_task(cfg.rollout.task, n=cfg.sft.eval_problems, seed=cfg.rollout.seed,
                          split="validation")  # fmt: skip
     torch.manual_seed(cfg.sft.seed)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from flowgrpo.dsl.space import workflow_space
+from flowgrpo.operators.executor import executor_limits
 from flowgrpo.operators.interpreter import run_workflows
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.rewards.sample import make_sample
@@ -59,15 +60,17 @@ def workflow_reward(config: TrainConfig) -> RewardSpec:
 
 
 def candidates_of(config: TrainConfig, environment: RunEnvironment) -> tuple[str, ...]:
-    """The default candidates: the canonical space's workflows within the run's call budget.
-    A ``ValueError`` for problems that are not math (the space is a math space)."""
+    """The default candidates: the canonical space's workflows within the run's call budget
+    (its static limits: an operator's votes and retries counted). A ``ValueError`` for
+    problems that are not math (the space is a math space)."""
     domains = {p.domain for p in environment.problems}
     if domains - {"math"}:
         raise ValueError(
             f"the built-in workflow space is for math problems; this task has {sorted(domains)}:"
             " give your own candidates (one workflow per line)"
         )
-    return workflow_space(max_calls=config.executor.max_calls)
+    limits = environment.limits or executor_limits(config.executor)
+    return workflow_space(limits=limits.static_limits())
 
 
 def search(

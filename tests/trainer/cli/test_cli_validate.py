@@ -36,6 +36,15 @@ def test_any_invalid_input_makes_the_exit_code_1():
     assert run(GOOD, "Custom").exit_code == 0
 
 
+def test_votes_and_retries_count_as_a_runs_reward_counts_them():
+    # one call per operator: 10, within 12; MdEnsemble votes 3 times: 16, as a run refuses it
+    votes = "[Custom, Custom] -> MdEnsemble -> " * 3 + "Format"
+    result = run(votes)
+    assert result.exit_code == 1
+    assert "makes up to 16 executor calls (limit 12; MdEnsemble makes 3)" in result.output
+    assert run("[Programmer, Programmer] -> MdEnsemble -> Programmer * 2 -> Custom").exit_code == 0
+
+
 def test_usage_errors_exit_2():
     assert run().exit_code == 2
     assert run("--domain", "chess", GOOD).exit_code == 2
@@ -76,3 +85,11 @@ def test_console_script_runs_without_importing_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0
     assert out.stdout.strip().endswith("False")
+
+
+def test_run_refuses_a_workflow_its_budget_would_cut_short_before_building_anything():
+    votes = "[Custom, Custom] -> MdEnsemble -> " * 3 + "Format"  # 16 calls, budget 12
+    result = CliRunner().invoke(main, ["run", votes, "--n", "1"])
+    assert result.exit_code == 1
+    assert "makes up to 16 executor calls (limit 12; MdEnsemble makes 3)" in result.output
+    assert "loading" not in result.output and "executing" not in result.output

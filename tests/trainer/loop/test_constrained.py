@@ -275,3 +275,31 @@ def test_the_budget_grammar_accepts_exactly_the_workflows_within_the_call_budget
 
     assert accepts(budget=False)
     assert accepts(budget=True) is (calls <= DEFAULT_MAX_CALLS) is report.ok
+
+
+#: Programmer, MdEnsemble and Review counting several calls (a run's retries and votes)
+WEIGHED = StaticLimits(max_calls=12, op_calls={"Programmer": 2, "MdEnsemble": 3, "Review": 2})
+WEIGHED_CASES = [  # (workflow, worst-case calls under WEIGHED)
+    ("[Programmer, Programmer] -> MdEnsemble -> Review ? Revise : done", 10),
+    ("[Programmer, Programmer] -> MdEnsemble -> Review ? Revise : done -> Custom -> Custom", 12),
+    ("[Programmer, Programmer] -> MdEnsemble -> Review ? Revise : done -> Custom * 3", 13),
+    ("(Programmer -> Review ? Revise : done) * 2", 10),
+    ("(Programmer -> Review ? Revise : done) * 3", 15),
+    ("[Custom, Custom] -> MdEnsemble -> [Custom, Custom] -> MdEnsemble -> Format -> Format", 12),
+    ("[Custom, Custom] -> MdEnsemble -> [Custom, Custom] -> MdEnsemble -> Format * 3", 13),
+    ("Custom -> Review ? ((Programmer -> Revise) * 3) : done", 12),
+    ("Custom -> Review ? ((Programmer -> Revise) * 3) : Custom -> Custom", 13),
+    ("Programmer * 5 -> Programmer", 12),
+]
+
+
+@pytest.mark.parametrize(("workflow", "calls"), WEIGHED_CASES)
+def test_the_budget_grammar_counts_each_operator_as_the_limits_weigh_it(workflow, calls):
+    report = validate(workflow, domain="math", limits=WEIGHED)
+    assert report.syntax_ok and report.calls == calls, (report.errors, report.calls)
+    model, tok = build_tiny_model(seed=0)
+    ll = grammar_tokenizer(tok, model.config.vocab_size, [tok.eos_token_id])
+    grammar = workflow_grammar("math", limits=WEIGHED, budget=True)
+    matcher = llguidance.LLMatcher(ll, llguidance.LLMatcher.grammar_from_lark(grammar), log_level=0)
+    tokens = tok(report.canonical, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    assert all(matcher.consume_token(t) for t in tokens) is (calls <= 12) is report.ok
