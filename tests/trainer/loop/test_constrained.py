@@ -258,23 +258,24 @@ BUDGET_CASES = [  # (workflow, worst-case calls); the default limit is 20
 ]
 
 
+def _grammar_accepts(text: str, budget: bool, limits: StaticLimits | None = None) -> bool:
+    """Whether the constraint grammar (with the call budget or without) takes ``text``."""
+    model, tok = build_tiny_model(seed=0)
+    ll = grammar_tokenizer(tok, model.config.vocab_size, [tok.eos_token_id])
+    grammar = workflow_grammar("math", limits=limits, budget=budget)
+    matcher = llguidance.LLMatcher(ll, llguidance.LLMatcher.grammar_from_lark(grammar), log_level=0)
+    tokens = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    return all(matcher.consume_token(t) for t in tokens)
+
+
 @pytest.mark.parametrize(("workflow", "calls"), BUDGET_CASES)
 def test_the_budget_grammar_accepts_exactly_the_workflows_within_the_call_budget(workflow, calls):
     # the plain grammar accepts every case; with budget=True exactly those validate accepts
     report = validate(workflow, domain="math")
     assert report.syntax_ok and report.calls == calls, (report.errors, report.calls)
-    model, tok = build_tiny_model(seed=0)
-    ll = grammar_tokenizer(tok, model.config.vocab_size, [tok.eos_token_id])
-    text = report.canonical
-
-    def accepts(budget: bool) -> bool:
-        grammar = llguidance.LLMatcher.grammar_from_lark(workflow_grammar("math", budget=budget))
-        matcher = llguidance.LLMatcher(ll, grammar, log_level=0)
-        tokens = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-        return all(matcher.consume_token(t) for t in tokens)
-
-    assert accepts(budget=False)
-    assert accepts(budget=True) is (calls <= DEFAULT_MAX_CALLS) is report.ok
+    assert _grammar_accepts(report.canonical, budget=False)
+    accepted = _grammar_accepts(report.canonical, budget=True)
+    assert accepted is (calls <= DEFAULT_MAX_CALLS) is report.ok
 
 
 #: Programmer, MdEnsemble and Review counting several calls (a run's retries and votes)
@@ -297,9 +298,5 @@ WEIGHED_CASES = [  # (workflow, worst-case calls under WEIGHED)
 def test_the_budget_grammar_counts_each_operator_as_the_limits_weigh_it(workflow, calls):
     report = validate(workflow, domain="math", limits=WEIGHED)
     assert report.syntax_ok and report.calls == calls, (report.errors, report.calls)
-    model, tok = build_tiny_model(seed=0)
-    ll = grammar_tokenizer(tok, model.config.vocab_size, [tok.eos_token_id])
-    grammar = workflow_grammar("math", limits=WEIGHED, budget=True)
-    matcher = llguidance.LLMatcher(ll, llguidance.LLMatcher.grammar_from_lark(grammar), log_level=0)
-    tokens = tok(report.canonical, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-    assert all(matcher.consume_token(t) for t in tokens) is (calls <= 12) is report.ok
+    accepted = _grammar_accepts(report.canonical, budget=True, limits=WEIGHED)
+    assert accepted is (calls <= 12) is report.ok
