@@ -9,12 +9,18 @@ import json
 import pytest
 
 from flowgrpo.configuration import ConfigError
+from flowgrpo.dsl.space import workflow_space
 from flowgrpo.dsl.validate import DEFAULT_MAX_CALLS, StaticLimits, validate
 from flowgrpo.operators.backends.scripted import ScriptedBackend
+from flowgrpo.operators.backends.simulated import SimulatedExecutor
 from flowgrpo.operators.executor import executor_limits
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.operators.ops import OpSettings
+from flowgrpo.operators.simulation import SimulationParams
+from flowgrpo.operators.simulation.exact import simulated_sandbox
+from flowgrpo.operators.simulation.oracle import writable_space
+from flowgrpo.operators.tasks import generate_arithmetic
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.rewards import prepare_samples
 from flowgrpo.trainer.config import load_config
@@ -196,3 +202,26 @@ def test_an_sft_pair_the_runs_reward_would_refuse_is_no_target(tmp_path):
         prepare_sft(cfg)  # refused before the model loads
     _, workflows = jsonl_pairs(str(path), PolicyPrompt(), Limits(max_llm_calls=16).static_limits())
     assert workflows == [validate(VOTES).canonical]  # within a 16-call run's budget
+
+
+def test_every_workflow_of_the_space_valid_for_the_reward_runs_to_its_end_at_its_worst():
+    # the SIMULATED executor at its worst: every Programmer attempt crashes, every Review says
+    # FAIL (each loop runs every pass, each conditional its failing branch), so each run makes
+    # the most calls it can; through the reward's own path, with the default 12-call budget
+    params = SimulationParams.from_dict(
+        {"programmer_crash": 1.0, "review_detect": 1.0, "review_false_alarm": 1.0}
+    )
+    limits = Limits()
+    space = workflow_space()  # 2,275, one call each; the reward refuses those over its count
+    problem = generate_arithmetic(1, seed=0)[0]
+    samples = prepare_samples([problem], list(space), len(space),
+                              llm=SimulatedExecutor(seed=0, params=params), limits=limits,
+                              sandbox=simulated_sandbox)  # fmt: skip
+    valid = [s for s in samples if s.valid]
+    assert len(valid) == len(writable_space(limits)) == 1773
+    for sample in valid:
+        run = sample.execution
+        assert run.error is None, (sample.report.canonical, run.error)  # never cut short
+        assert run.calls == sample.report.calls <= 12, sample.report.canonical  # the count is tight
+    refused = [s for s in samples if not s.valid]
+    assert {e.code for s in refused for e in s.report.errors} == {"too_many_calls"}
