@@ -54,7 +54,8 @@ class ExecutorConfig:
             8 s and jittered; a 429's Retry-After is honoured up to 60 s.
         max_calls: executor calls one workflow run may make (calls; Programmer/Test retries
             count): THE call budget of a run. The DSL's static bound (a valid workflow's
-            worst-case operator calls), the interpreter's budget and the cost reward's
+            worst-case executor calls, MdEnsemble's votes and Programmer's retries counted:
+            ``Limits.static_limits``), the interpreter's budget and the cost reward's
             normaliser (``rewards.options.cost_max_calls``) are derived from it.
         max_seconds: wall-clock budget of one workflow run (seconds, across batched rounds).
         options: settings of a plugin kind, a mapping its plugin reads and checks when the run
