@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from flowgrpo.dsl.operators import GENERATOR, OperatorTable
 from flowgrpo.dsl.operators import default_table as _default_table
@@ -97,18 +98,29 @@ def _after_unit(text: str, i: int, frames: list[_Frame]) -> tuple[int, str] | No
 
 
 _Scan = tuple[list[_Frame], str, int]
+_Weigh = dict[str, int]  # an operator's calls where more than one
+
+
+@lru_cache(maxsize=64)
+def _weights(table: OperatorTable, limits: StaticLimits) -> _Weigh:
+    """The operators of ``table`` that count more than one call under ``limits``: their
+    ``op_calls`` entry, else what the table declares (``OperatorSpec.calls``), as validate
+    counts them. Built once per table and limits (the end game asks at every candidate token);
+    never changed by a caller."""
+    weights = {name: limits.calls_of(name, table[name].calls) for name in table}
+    return {name: calls for name, calls in weights.items() if calls > 1}
 
 
 def _scan(
-    text: str, names: frozenset[str], start: _Scan | None = None, limits: StaticLimits | None = None
+    text: str, names: frozenset[str], start: _Scan | None = None, weigh: _Weigh | None = None
 ) -> _Scan:
     """(open constructs, state, where the scan stopped) for a canonical prefix. State: operand
     (a unit is due), after (a unit ended), count (after `` * ``), open (after ``Name(``),
     string (inside an instruction), shut (after its closing quote). ``start``: a scan of a
     prefix of ``text`` to go on from (its frames are copied, not changed), so the closings of
-    one prefix do not rescan it. ``limits``: whose ``op_calls`` weigh each operator (None:
-    one call each)."""
-    calls_of = (limits or DEFAULT_STATIC_LIMITS).calls_of
+    one prefix do not rescan it. ``weigh``: the calls each operator counts (:func:`_weights`;
+    None: one each)."""
+    calls_of = weigh.get if weigh is not None else (lambda _name, one: one)
     if start is None:
         frames, state, i = [_Frame("top")], "operand", 0
     else:
@@ -139,7 +151,7 @@ def _scan(
             name = None if word is None else word.group()
             if name is None or (name != "done" and name not in names):
                 break
-            _unit(frames, 0 if name == "done" else calls_of(name))
+            _unit(frames, 0 if name == "done" else calls_of(name, 1))
             i, state = word.end(), "after"
         else:
             step = _after_unit(text, i, frames)
@@ -156,7 +168,7 @@ class PrefixScan:
 
     text: str
     names: frozenset[str]  # the domain's operators it was scanned with
-    op_calls: tuple[tuple[str, int], ...]  # and the calls each one counts (StaticLimits)
+    weights: _Weigh  # and the calls each one counts (_weights)
     frames: tuple[_Frame, ...]  # copied by a scan that goes on from it, never changed
     state: str
 
@@ -168,22 +180,22 @@ def scan_prefix(prefix: str, domain: str = "math", operators: OperatorTable | No
     ``limits`` as :func:`shortest_closing` is given them."""
     table = operators if operators is not None else _default_table()
     names = table.for_domain(domain)
-    limits = limits or DEFAULT_STATIC_LIMITS
-    frames, state, i = _scan(prefix, names, limits=limits)
+    weigh = _weights(table, limits or DEFAULT_STATIC_LIMITS)
+    frames, state, i = _scan(prefix, names, weigh=weigh)
     if i < len(prefix):
         return None
-    return PrefixScan(prefix, names, limits.op_calls, tuple(frames), state)
+    return PrefixScan(prefix, names, weigh, tuple(frames), state)
 
 
 def _resume_from(
-    start: PrefixScan | None, text: str, names: frozenset[str], limits: StaticLimits
+    start: PrefixScan | None, text: str, names: frozenset[str], weigh: _Weigh
 ) -> _Scan | None:
     """``start`` as a scan to go on from when ``text`` is ``start.text`` and more, cut between
     two lexemes (not inside a name or a number: "Custom" of "CustomCodeGenerate"; a scan ends
     only after a whole separator) and scanned with the same operators and weights; else None."""
     if start is None or start.names != names or not text.startswith(start.text):
         return None
-    if start.op_calls != limits.op_calls:
+    if start.weights != weigh:
         return None
     n = len(start.text)
     between = n == 0 or n == len(text) or not (text[n - 1] + text[n]).replace("_", "a").isalnum()
@@ -212,11 +224,11 @@ def _completions(rest: str, state: str, names: frozenset[str]) -> list[str]:
     return sorted(w[len(rest) :] for w in words if w.startswith(rest) and w != rest)
 
 
-def _generator(table: OperatorTable, names, measure, limits: StaticLimits) -> str | None:
+def _generator(table: OperatorTable, names, measure, weigh: _Weigh) -> str | None:
     """The generator a closing writes where an operand is due: the first of the shortest
     (by ``measure``), of the fewest calls among those; None when the domain has none."""
     generators = (n for n in table.names_with_role(GENERATOR) if n in names)
-    return min(generators, key=lambda n: (measure(n), limits.calls_of(n)), default=None)
+    return min(generators, key=lambda n: (measure(n), weigh.get(n, 1)), default=None)
 
 
 def shortest_closing(
@@ -245,23 +257,24 @@ def shortest_closing(
     table = operators if operators is not None else _default_table()
     names = table.for_domain(domain)
     limits = limits or DEFAULT_STATIC_LIMITS
-    generator = _generator(table, names, measure, limits)
+    weigh = _weights(table, limits)
+    generator = _generator(table, names, measure, weigh)
     if generator is None:
         return None
-    scanned = _scan(prefix, names, _resume_from(start, prefix, names, limits), limits)
+    scanned = _scan(prefix, names, _resume_from(start, prefix, names, weigh), weigh)
     i = scanned[2]
     cuts = [""] if i == len(prefix) else _completions(prefix[i:], scanned[1], names)
     candidates = []  # (closing text, the scan of prefix + its cut lexeme to go on from)
     for cut in cuts:
         # a scan stops only before a lexeme it cannot take, so going on from it is exact
-        at = scanned if not cut else _scan(prefix + cut, names, scanned, limits)
+        at = scanned if not cut else _scan(prefix + cut, names, scanned, weigh)
         if at[2] == len(prefix) + len(cut):
             candidates.append((cut + _close(at[0], at[1], generator), at))
     # a cut lexeme with several completions (" " opens " -> ", " * ", " ? " or " : ") may
     # complete into a separator the construct does not take (" * " after a loop): validate
     check = check or len(candidates) > 1
     for text, at in sorted(candidates, key=lambda c: measure(c[0])):
-        frames, state, j = _scan(prefix + text, names, at, limits)
+        frames, state, j = _scan(prefix + text, names, at, weigh)
         while state == "after" and frames[-1].kind == "else":  # a conditional at the end
             _pop(frames)
         if j < len(prefix + text) or len(frames) > 1 or state != "after":

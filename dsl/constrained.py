@@ -78,7 +78,8 @@ def _budget_rules(f: str, d: int, budget: int, weights: dict, loops: int) -> lis
     """Rules of family ``f`` at remaining depth ``d`` indexed by their exact worst-case call
     count c = 1..budget (``shape.count_calls``: a chain and a parallel block add, a loop
     multiplies, a conditional is its check plus its longer branch; an operator counts its
-    ``StaticLimits.op_calls``). ``weights``: the calls the operators of each kind count."""
+    ``StaticLimits.op_calls``, else its declared ``calls``). ``weights``: the calls the
+    operators of each kind count."""
     rules = []
     for c in range(1, budget + 1):
         units = [f"op_{f}_w{c}"] if c in weights[f] else []
@@ -135,7 +136,7 @@ def _budget_grammar(table: OperatorTable, allowed, limits: StaticLimits) -> list
     lines, weights = [f"start: {starts}"], {}
     by_weight: dict[int, set[str]] = {}
     for name in allowed:
-        by_weight.setdefault(limits.calls_of(name), set()).add(name)
+        by_weight.setdefault(limits.calls_of(name, table[name].calls), set()).add(name)
     for kind, roles in _KINDS.items():
         rules = {w: _op_rule(f"op_{kind}_w{w}", table, names, roles)
                  for w, names in by_weight.items()}  # fmt: skip

@@ -56,6 +56,10 @@ class OperatorSpec:
             identifier is accepted, for tables used outside flowgrpo's own tasks.
         takes_instruction: whether ``Name("...")`` is meaningful for it.
         description: one line for help texts and prompts.
+        calls: executor calls one run of it makes at most (>= 1): what the static call count
+            gives it, so a workflow a run accepts is never stopped by the run's call budget.
+            A run's operator settings give MdEnsemble's, Programmer's and Test's
+            (``dsl.StaticLimits.op_calls``); a prompt operator makes one.
 
     >>> OperatorSpec("Critique", "checker", ("math", "qa")).domains
     ('math', 'qa')
@@ -66,6 +70,7 @@ class OperatorSpec:
     domains: tuple[str, ...] = DOMAINS
     takes_instruction: bool = True
     description: str = ""
+    calls: int = 1
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
@@ -89,6 +94,11 @@ class OperatorSpec:
             raise ValueError(f"operator {self.name}: takes_instruction must be true or false")
         if not isinstance(self.description, str):
             raise ValueError(f"operator {self.name}: description must be a string")
+        if not isinstance(self.calls, int) or isinstance(self.calls, bool) or self.calls < 1:
+            raise ValueError(
+                f"operator {self.name}: calls must be a whole number >= 1 (the executor calls "
+                f"one run of it makes at most), got {self.calls!r}"
+            )
 
     @property
     def summary(self) -> str:

@@ -85,12 +85,13 @@ class StaticLimits:
         pairs = tuple(sorted((op, calls) for op, calls in pairs.items() if calls > 1))
         object.__setattr__(self, "op_calls", pairs)
 
-    def calls_of(self, name: str) -> int:
-        """The executor calls one run of operator ``name`` makes at most (1 unless listed)."""
+    def calls_of(self, name: str, default: int = 1) -> int:
+        """The executor calls one run of operator ``name`` makes at most: its ``op_calls``
+        entry, else ``default`` (what its table declares, ``OperatorSpec.calls``)."""
         for op, calls in self.op_calls:  # a few pairs: a scan beats building a dict
             if op == name:
                 return calls
-        return 1
+        return default
 
 
 DEFAULT_STATIC_LIMITS = StaticLimits()
@@ -205,7 +206,7 @@ def _check(text, workflow: Workflow, domain, limits: StaticLimits, allowed, tabl
     root = workflow.root
     # checker.calls is count_calls(root) with the limits' op_calls, checker.deepest
     # nesting_depth(root), both noted during the checking pass
-    heavy = [f"{op} makes {n}" for op, n in limits.op_calls if op in checker.operators]
+    heavy = [f"{op} makes {n}" for op, n in sorted(checker.heavy.items())]
     for code, value, limit, what, fix in (
         ("too_many_calls", checker.calls, limits.max_calls, "the workflow makes up to {} "
          "executor calls (limit {}" + "".join(f"; {h}" for h in heavy) + ")",
@@ -267,6 +268,7 @@ class _Checker(Visitor[_State]):
         self.operators: list[str] = []
         self.depth = self.deepest = 0  # parallel / conditional / loop constructs around a node
         self.calls = 0  # worst-case executor calls so far (count_calls, in the same walk)
+        self.heavy: dict[str, int] = {}  # operators met that count more than one call
 
     def _enter(self, feature: str) -> None:
         """A construct begins: note it and how deep it sits."""
@@ -367,10 +369,13 @@ class _Checker(Visitor[_State]):
 
     def visit_op(self, node: Op, state: _State) -> _State:
         self.operators.append(node.name)
-        self.calls += self.limits.calls_of(node.name)
+        spec = self.table.get(node.name)
+        weight = self.limits.calls_of(node.name, spec.calls if spec else 1)
+        self.calls += weight
+        if weight > 1:
+            self.heavy[node.name] = weight
         if node.instruction is not None:
             self.features.add("instruction")
-        spec = self.table.get(node.name)
         if spec is None:
             return self._unknown(node, state)
         if self.allowed is not None and node.name not in self.allowed:

@@ -26,7 +26,9 @@ validator accepts it in this process):
   from inside it (``reply = yield from call_llm(state, "MyOp", prompt, settings)``).
 
 :func:`register_operators` does either from config records (``{name, role, domains?,
-description?, takes_instruction?, prompt? | function?}``) and declares them in this process.
+description?, takes_instruction?, calls?, prompt? | function?}``) and declares them in this
+process. ``calls``: the most executor calls one run of a function operator makes (default 1),
+what the validator counts for it, so its workflows stay within the run's call budget.
 The training config's ``operators:`` key goes through :func:`load_extensions` instead, when a run
 environment is built: the implementations are registered (code, process-wide, like every
 registry), but the declarations go into the run's own :class:`~flowgrpo.dsl.OperatorTable`,
@@ -79,7 +81,7 @@ __all__ = [
 PLACEHOLDERS = ("question", "solution", "feedback", "instruction", "candidates", "domain")
 _RECORD_KEYS = (
     "name", "role", "domains", "description", "takes_instruction", "prompt", "function",
-    "default_instruction",
+    "default_instruction", "calls",
 )  # fmt: skip
 
 
@@ -187,6 +189,9 @@ def _parse_record(record: Mapping[str, Any], where: str) -> tuple[OperatorSpec, 
         if prompt is None:
             return spec, None
         check_template(prompt, f"operator {spec.name}")
+        if spec.calls != 1:
+            raise ValueError(f"calls: a prompt operator makes one call; calls is for a function "
+                             f"that calls call_llm more than once, got {spec.calls}")  # fmt: skip
         if not takes_given:
             spec = replace(spec, takes_instruction="{instruction}" in prompt)
         return spec, ("prompt", prompt, default)

@@ -81,6 +81,7 @@ def register_operator(
     domains: tuple[str, ...] | None = None,
     takes_instruction: bool = True,
     description: str = "",
+    calls: int = 1,
 ):
     """Register ``fn`` as the implementation of operator ``name``; without ``fn``, a decorator
     that does. Duplicates raise.
@@ -88,7 +89,8 @@ def register_operator(
     ``name`` must be in the DSL's default table (``dsl.OPERATORS``: AFlow's set plus declared
     operators), or ``role`` (generator, checker, refiner, ensembler) must be given: then the
     operator is declared first (``dsl.declare_operator``, with ``domains`` -- default all --,
-    ``takes_instruction`` and ``description``), so the validator accepts it in this process.
+    ``takes_instruction``, ``description`` and ``calls``, the most executor calls one run of
+    ``fn`` makes, which the validator counts), so the validator accepts it in this process.
 
     ``fn(state, instruction, settings)`` is a generator: it yields lists of effects
     (``[Ask(...)]``, ``[RunCode(...)]``) and receives their results, and sets
@@ -96,7 +98,7 @@ def register_operator(
     ``state.feedback`` (checkers). See :mod:`operators.custom` for operators made from a prompt.
     """
     if role is not None:
-        spec = OperatorSpec(name, role, domains or DOMAINS, takes_instruction, description)
+        spec = OperatorSpec(name, role, domains or DOMAINS, takes_instruction, description, calls)
         declare_operator(spec)  # same spec again: no-op; a different one raises
     elif name not in OPERATORS:
         raise ValueError(

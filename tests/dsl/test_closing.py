@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from flowgrpo.dsl import OperatorTable, StaticLimits, validate
-from flowgrpo.dsl.closing import _scan, scan_prefix, shortest_closing
+from flowgrpo.dsl import AFLOW_OPERATORS, OperatorSpec, OperatorTable, StaticLimits, validate
+from flowgrpo.dsl.closing import Closing, _scan, scan_prefix, shortest_closing
 from flowgrpo.dsl.generate import random_workflow
 from flowgrpo.dsl.shape import count_calls
 
@@ -148,3 +148,19 @@ def test_a_scan_with_other_weights_is_not_gone_on_from():
     closing = shortest_closing("Programmer -> Cus", "math", limits=WEIGHED, start=start)
     assert closing.calls == 3  # Programmer 2 + Custom 1, as from scratch
     assert closing == shortest_closing("Programmer -> Cus", "math", limits=WEIGHED)
+
+
+def test_a_closing_counts_what_the_table_declares():
+    table = AFLOW_OPERATORS.extend(OperatorSpec("Debate", "refiner", calls=3))
+    closing = shortest_closing("Custom -> Deb", "math", operators=table)
+    assert closing == Closing("ate", 4)  # Custom 1 + Debate 3
+    report = validate("Custom -> Debate", domain="math", operators=table)
+    assert report.calls == 4
+    start = scan_prefix("Custom -> Debate -> ", "math")  # the default table: no Debate
+    assert start is None
+    start = scan_prefix("Custom -> Debate -> ", "math", table)
+    closing = shortest_closing("Custom -> Debate -> Cus", "math", operators=table, start=start)
+    assert closing.calls == 5
+    override = StaticLimits(op_calls={"Debate": 2})  # a run's settings override the table
+    assert shortest_closing("Custom -> Debate", "math", table, override).calls == 3
+    assert validate("Custom -> Debate", operators=table, limits=override).calls == 3

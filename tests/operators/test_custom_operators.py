@@ -10,7 +10,7 @@ from flowgrpo.operators.custom import (
     register_prompt_operator,
     remove_operator,
 )
-from flowgrpo.operators.interpreter import run_workflow
+from flowgrpo.operators.interpreter import Limits, run_workflow
 from flowgrpo.operators.ops import get_operator, register_operator
 from flowgrpo.operators.tasks.base import Problem
 
@@ -114,3 +114,50 @@ def test_a_declared_operator_without_implementation_says_so():
             get_operator("Ghost")
     finally:
         remove_operator("Ghost")
+
+
+def _twice(state, instruction, settings):
+    """A refiner that asks twice: a draft, then a check of the draft."""
+    draft = yield from call_llm(state, "Twice", f"Draft {state.solution}", settings)
+    state.solution = yield from call_llm(state, "Twice", f"Check {draft}", settings)
+
+
+def test_a_function_operators_declared_calls_are_counted_and_kept(cleanup):
+    # Custom (1) + Twice (2) x 3 = 7 executor calls: valid within a 7-call budget, run to its end
+    register_operator("Twice", _twice, role="refiner", calls=2)
+    cleanup("Twice")
+    workflow = "Custom -> Twice -> Twice -> Twice"
+    static = Limits(max_llm_calls=7).static_limits()
+    assert validate(workflow, domain="math", limits=static).calls == 7
+    result = run_workflow(workflow, P, backend(), Limits(max_llm_calls=7))
+    assert result.error is None and result.calls == 7
+    over = validate(workflow + " -> Format", domain="math", limits=static)
+    assert not over.ok and "Twice makes 2" in over.errors[0].message
+
+
+def test_an_undeclared_second_call_is_what_the_budget_stops(cleanup):
+    # declared as one call (the default), the same workflow counts 4 and the 7 calls it makes
+    # run past a 4-call budget: what declaring calls prevents
+    register_operator("Twice", _twice, role="refiner")
+    cleanup("Twice")
+    workflow = "Custom -> Twice -> Twice -> Twice"
+    assert validate(workflow, domain="math", limits=Limits(max_llm_calls=4).static_limits()).ok
+    result = run_workflow(workflow, P, backend(), Limits(max_llm_calls=4))
+    assert result.error is not None and "budget" in result.error
+
+
+def test_calls_in_records(cleanup):
+    records = [{"name": "Twice2", "role": "refiner", "function": f"{__name__}:_twice", "calls": 2}]
+    register_operators(records)
+    cleanup("Twice2")
+    assert OPERATORS["Twice2"].calls == 2
+    with pytest.raises(
+        ValueError, match=r"operators\[0\]: calls: a prompt operator makes one call"
+    ):
+        register_operators([{"name": "P2", "role": "refiner", "prompt": "{solution}", "calls": 2}])
+    for bad in (0, True, "2"):
+        with pytest.raises(
+            ValueError, match=r"calls must be a whole number >= 1|calls: expected an"
+        ):
+            register_operators([{"name": "B2", "role": "refiner", "function": "m:f", "calls": bad}])
+    assert "P2" not in OPERATORS and "B2" not in OPERATORS

@@ -67,17 +67,17 @@ class EndGame:
         self.classes = token_classes(tokenizer, vocab_size or len(tokenizer))
         self._decode = text_decoder(tokenizer)
         self.operators, self.limits, self.eos_id = operators, limits, eos_id
-        # one token adds at most about two operators' calls (a name that opens a parallel
-        # block's second branch): 3 when each counts one, more where one counts several
-        heaviest = max((calls for _op, calls in limits.op_calls), default=1)
-        self.near_calls = near_calls if near_calls is not None else 1 + 2 * heaviest
         self._closings: dict[tuple[str, str], Closing | None] = {}  # rows share prefixes
         self._accepted: dict[tuple[str, str], bool] = {}  # the grammar takes text + its finish
         self._scans: dict[tuple[str, str], PrefixScan | None] = {}
         self._ids: dict[str, list[int]] = {}  # a finish's tokens: few finishes, many rows
+        table = operators if operators is not None else default_table()
+        # one token adds at most about two operators' calls (a name that opens a parallel
+        # block's second branch): 3 when each counts one, more where one counts several
+        heaviest = max(limits.calls_of(n, table[n].calls) for n in table)
+        self.near_calls = near_calls if near_calls is not None else 1 + 2 * heaviest
         # one token can lengthen the finish by about two operator names (a parallel block
         # opened where an operand was due: "G" becomes "G, G]") and a few separators
-        table = operators if operators is not None else default_table()
         longest = max(self._ntok(n) for n in table)
         self.near_tokens = near_tokens if near_tokens is not None else 2 * longest + 8
         self.queue: dict[int, list[int]] = {}

@@ -6,7 +6,14 @@ import llguidance
 import pytest
 import torch
 
-from flowgrpo.dsl import DEFAULT_MAX_CALLS, OperatorTable, StaticLimits, validate
+from flowgrpo.dsl import (
+    AFLOW_OPERATORS,
+    DEFAULT_MAX_CALLS,
+    OperatorSpec,
+    OperatorTable,
+    StaticLimits,
+    validate,
+)
 from flowgrpo.dsl.constrained import workflow_grammar
 from flowgrpo.dsl.shape import count_calls
 from flowgrpo.operators.models import build_tiny_model, load_model
@@ -258,11 +265,12 @@ BUDGET_CASES = [  # (workflow, worst-case calls); the default limit is 20
 ]
 
 
-def _grammar_accepts(text: str, budget: bool, limits: StaticLimits | None = None) -> bool:
+def _grammar_accepts(text: str, budget: bool, limits: StaticLimits | None = None,
+                     operators: OperatorTable | None = None) -> bool:  # fmt: skip
     """Whether the constraint grammar (with the call budget or without) takes ``text``."""
     model, tok = build_tiny_model(seed=0)
     ll = grammar_tokenizer(tok, model.config.vocab_size, [tok.eos_token_id])
-    grammar = workflow_grammar("math", limits=limits, budget=budget)
+    grammar = workflow_grammar("math", operators, limits=limits, budget=budget)
     matcher = llguidance.LLMatcher(ll, llguidance.LLMatcher.grammar_from_lark(grammar), log_level=0)
     tokens = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
     return all(matcher.consume_token(t) for t in tokens)
@@ -300,3 +308,14 @@ def test_the_budget_grammar_counts_each_operator_as_the_limits_weigh_it(workflow
     assert report.syntax_ok and report.calls == calls, (report.errors, report.calls)
     accepted = _grammar_accepts(report.canonical, budget=True, limits=WEIGHED)
     assert accepted is (calls <= 12) is report.ok
+
+
+def test_the_budget_grammar_counts_what_the_table_declares():
+    table = AFLOW_OPERATORS.extend(OperatorSpec("Debate", "refiner", calls=3))
+    five = StaticLimits(max_calls=5)
+    for workflow, calls in (("Custom -> Debate", 4), ("Custom -> Debate -> Format", 5),
+                            ("Custom -> Debate -> Debate", 7)):  # fmt: skip
+        report = validate(workflow, domain="math", operators=table, limits=five)
+        assert report.calls == calls
+        accepted = _grammar_accepts(workflow, budget=True, limits=five, operators=table)
+        assert accepted is (calls <= 5) is report.ok, workflow
