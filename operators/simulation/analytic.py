@@ -48,6 +48,7 @@ from flowgrpo.dsl import (
     validate,
 )
 from flowgrpo.operators.interpreter import DEFAULT_LIMITS, Limits
+from flowgrpo.operators.ops import OpSettings
 from flowgrpo.operators.simulation import model
 from flowgrpo.operators.simulation.model import NONE, RIGHT, WRONG
 from flowgrpo.operators.simulation.params import Probs, SimulationParams
@@ -425,8 +426,9 @@ def _programmer(s: _S, ctx: _Ctx) -> list[tuple[float, _S]]:
 
 @lru_cache(maxsize=65536)
 def _worst(node: Node | None, retries: int, votes: int) -> int:
-    """Most LLM calls a subtree can make (decides whether the budget can stop a block)."""
-    calls = {"Programmer": 1 + retries, "MdEnsemble": votes}
+    """Most LLM calls a subtree can make (decides whether the budget can stop a block): the
+    static count a run validates with (``OpSettings.worst_case_calls``)."""
+    calls = OpSettings(programmer_retries=retries, md_votes=votes).worst_case_calls()
     return count_calls(node, lambda op: calls.get(op.name, 1))
 
 
