@@ -21,11 +21,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 
 from flowgrpo.dsl.operators import GENERATOR, OperatorTable
 from flowgrpo.dsl.operators import default_table as _default_table
-from flowgrpo.dsl.validate import DEFAULT_STATIC_LIMITS, StaticLimits, validate
+from flowgrpo.dsl.validate import (
+    DEFAULT_STATIC_LIMITS,
+    StaticLimits,
+    heavy_operators,
+    validate,
+)
 
 _AFTER = (" -> ", " * ", " ? ", " : ", ", ", "]", ")", "(")  # what may follow a unit
 _AFTER_BY_FIRST = {c: tuple(a for a in _AFTER if a[0] == c) for c in {a[0] for a in _AFTER}}
@@ -98,17 +102,7 @@ def _after_unit(text: str, i: int, frames: list[_Frame]) -> tuple[int, str] | No
 
 
 _Scan = tuple[list[_Frame], str, int]
-_Weigh = dict[str, int]  # an operator's calls where more than one
-
-
-@lru_cache(maxsize=64)
-def _weights(table: OperatorTable, limits: StaticLimits) -> _Weigh:
-    """The operators of ``table`` that count more than one call under ``limits``: their
-    ``op_calls`` entry, else what the table declares (``OperatorSpec.calls``), as validate
-    counts them. Built once per table and limits (the end game asks at every candidate token);
-    never changed by a caller."""
-    weights = {name: limits.calls_of(name, table[name].calls) for name in table}
-    return {name: calls for name, calls in weights.items() if calls > 1}
+_Weigh = dict[str, int]  # an operator's calls where more than one (validate.heavy_operators)
 
 
 def _scan(
@@ -118,7 +112,7 @@ def _scan(
     (a unit is due), after (a unit ended), count (after `` * ``), open (after ``Name(``),
     string (inside an instruction), shut (after its closing quote). ``start``: a scan of a
     prefix of ``text`` to go on from (its frames are copied, not changed), so the closings of
-    one prefix do not rescan it. ``weigh``: the calls each operator counts (:func:`_weights`;
+    one prefix do not rescan it. ``weigh``: the calls each operator counts (``heavy_operators``;
     None: one each)."""
     calls_of = weigh.get if weigh is not None else (lambda _name, one: one)
     if start is None:
@@ -168,7 +162,7 @@ class PrefixScan:
 
     text: str
     names: frozenset[str]  # the domain's operators it was scanned with
-    weights: _Weigh  # and the calls each one counts (_weights)
+    weights: _Weigh  # and the calls each one counts (heavy_operators)
     frames: tuple[_Frame, ...]  # copied by a scan that goes on from it, never changed
     state: str
 
@@ -180,7 +174,7 @@ def scan_prefix(prefix: str, domain: str = "math", operators: OperatorTable | No
     ``limits`` as :func:`shortest_closing` is given them."""
     table = operators if operators is not None else _default_table()
     names = table.for_domain(domain)
-    weigh = _weights(table, limits or DEFAULT_STATIC_LIMITS)
+    weigh = heavy_operators(table, limits or DEFAULT_STATIC_LIMITS)
     frames, state, i = _scan(prefix, names, weigh=weigh)
     if i < len(prefix):
         return None
@@ -257,7 +251,7 @@ def shortest_closing(
     table = operators if operators is not None else _default_table()
     names = table.for_domain(domain)
     limits = limits or DEFAULT_STATIC_LIMITS
-    weigh = _weights(table, limits)
+    weigh = heavy_operators(table, limits)
     generator = _generator(table, names, measure, weigh)
     if generator is None:
         return None

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from flowgrpo.dsl.operators import CHECKER, ENSEMBLER, GENERATOR, REFINER, OperatorTable
 from flowgrpo.dsl.operators import default_table as _default_table
-from flowgrpo.dsl.validate import DEFAULT_STATIC_LIMITS, StaticLimits
+from flowgrpo.dsl.validate import DEFAULT_STATIC_LIMITS, StaticLimits, heavy_operators
 
 # printable only: a control character (\r, \t, \x0c, ...) in an instruction is legal for the
 # grammar's regex but breaks extraction's line handling (a sample would be a fallback)
@@ -136,7 +136,7 @@ def _budget_grammar(table: OperatorTable, allowed, limits: StaticLimits) -> list
     lines, weights = [f"start: {starts}"], {}
     by_weight: dict[int, set[str]] = {}
     for name in allowed:
-        by_weight.setdefault(limits.calls_of(name, table[name].calls), set()).add(name)
+        by_weight.setdefault(heavy_operators(table, limits).get(name, 1), set()).add(name)
     for kind, roles in _KINDS.items():
         rules = {w: _op_rule(f"op_{kind}_w{w}", table, names, roles)
                  for w, names in by_weight.items()}  # fmt: skip
@@ -169,12 +169,8 @@ def workflow_grammar(
     table = operators if operators is not None else _default_table()
     limits = limits if limits is not None else DEFAULT_STATIC_LIMITS
     allowed = table.for_domain(domain)
-    op_rules = {
-        "op_h": _op_rule("op_h", table, allowed, (GENERATOR,)),
-        "op_s": _op_rule("op_s", table, allowed, (GENERATOR, CHECKER, REFINER)),
-        "op_chk": _op_rule("op_chk", table, allowed, (CHECKER,)),
-        "op_ens": _op_rule("op_ens", table, allowed, (ENSEMBLER,)),
-    }
+    op_rules = {f"op_{kind}": _op_rule(f"op_{kind}", table, allowed, roles)
+                for kind, roles in _KINDS.items()}  # fmt: skip
     if op_rules["op_h"] is None:
         raise ValueError(f"the {domain} domain has no generator: no workflow can be valid")
     has = {"chk": op_rules["op_chk"] is not None, "ens": op_rules["op_ens"] is not None}

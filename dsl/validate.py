@@ -97,6 +97,16 @@ class StaticLimits:
 DEFAULT_STATIC_LIMITS = StaticLimits()
 
 
+@functools.lru_cache(maxsize=64)
+def heavy_operators(table: OperatorTable, limits: StaticLimits) -> dict[str, int]:
+    """The operators of ``table`` that count more than one call under ``limits``, as validate
+    counts them: their ``op_calls`` entry, else what the table declares
+    (``OperatorSpec.calls``); the rest count one. Built once per table and limits (the
+    sampler's end game asks at every candidate token); never changed by a caller."""
+    calls = {name: limits.calls_of(name, table[name].calls) for name in table}
+    return {name: n for name, n in calls.items() if n > 1}
+
+
 @dataclass(frozen=True)
 class Problem:
     """One problem found in a workflow.
@@ -268,6 +278,7 @@ class _Checker(Visitor[_State]):
         self.operators: list[str] = []
         self.depth = self.deepest = 0  # parallel / conditional / loop constructs around a node
         self.calls = 0  # worst-case executor calls so far (count_calls, in the same walk)
+        self.weights = heavy_operators(table, limits)  # the calls of those counting several
         self.heavy: dict[str, int] = {}  # operators met that count more than one call
 
     def _enter(self, feature: str) -> None:
@@ -370,7 +381,7 @@ class _Checker(Visitor[_State]):
     def visit_op(self, node: Op, state: _State) -> _State:
         self.operators.append(node.name)
         spec = self.table.get(node.name)
-        weight = self.limits.calls_of(node.name, spec.calls if spec else 1)
+        weight = self.weights.get(node.name, 1)
         self.calls += weight
         if weight > 1:
             self.heavy[node.name] = weight

@@ -24,6 +24,7 @@ import torch
 
 from flowgrpo.dsl.closing import Closing, PrefixScan, scan_prefix, shortest_closing
 from flowgrpo.dsl.operators import default_table
+from flowgrpo.dsl.validate import heavy_operators
 from flowgrpo.trainer.loop.constrain import tokenizer_cache, unpack_allowed
 
 logger = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ class EndGame:
         table = operators if operators is not None else default_table()
         # one token adds at most about two operators' calls (a name that opens a parallel
         # block's second branch): 3 when each counts one, more where one counts several
-        heaviest = max(limits.calls_of(n, table[n].calls) for n in table)
+        heaviest = max(heavy_operators(table, limits).values(), default=1)
         self.near_calls = near_calls if near_calls is not None else 1 + 2 * heaviest
         # one token can lengthen the finish by about two operator names (a parallel block
         # opened where an operand was due: "G" becomes "G, G]") and a few separators
