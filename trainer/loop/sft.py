@@ -61,11 +61,13 @@ class SFTResult:
 
 
 def grammar_pairs(cfg, prompt: PolicyPrompt) -> tuple[list[Problem], list[str]]:
-    """``sft.examples`` training problems, each with one stratified workflow of its domain."""
+    """``sft.examples`` training problems, each with one stratified workflow of its domain
+    that the run's reward accepts (within its call budget, votes and retries counted)."""
     s, table = cfg.sft, prompt.operators or default_table()
+    limits = executor_limits(cfg.executor).static_limits()
     problems = load_task(cfg.rollout.task, n=s.examples, seed=cfg.rollout.seed, split="train")
     rng = random.Random(s.seed)
-    return problems, [stratified_workflow(rng, table, p.domain) for p in problems]
+    return problems, [stratified_workflow(rng, table, p.domain, limits) for p in problems]
 
 
 def jsonl_pairs(
@@ -120,15 +122,16 @@ def build_pairs(tokenizer, prompt, problems, workflows, max_new_tokens: int) -> 
 
 def measure_validity(model, tokenizer, cfg, prompt: PolicyPrompt, problems) -> dict:
     """Validity and fallback rates of ``sft.eval_k`` samples per held-out problem at the
-    rollout temperature, validated exactly as the reward does."""
+    rollout temperature, validated exactly as the run's reward does (its call budget)."""
     r, k, samples = cfg.rollout, cfg.sft.eval_k, []
+    limits = executor_limits(cfg.executor)
     for i in range(0, len(problems), CHECK_BATCH):
         chunk = problems[i : i + CHECK_BATCH]
         # not packed: beside the optimizer state the packed copy of the weights lifted the
         # known-optimum start's peak RSS from 1.83 to 2.25 GB (docs/BENCHMARKS.md)
         rollout = generate_rollout(model, tokenizer, chunk, k, r.temperature, 1.0,
                                    r.max_new_tokens, prompt=prompt, packed=False)  # fmt: skip
-        samples += prepare_samples(chunk, rollout.texts, k, execute=False,
+        samples += prepare_samples(chunk, rollout.texts, k, limits=limits, execute=False,
                                    operators=prompt.operators)  # fmt: skip
     valid = [s.canonical for s in samples if s.valid]
     return {
