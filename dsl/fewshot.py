@@ -25,7 +25,7 @@ from typing import Any
 
 from flowgrpo.configuration import ConfigError, check, load_yaml
 from flowgrpo.dsl.operators import DOMAINS, OperatorTable, default_table
-from flowgrpo.dsl.validate import validate
+from flowgrpo.dsl.validate import DEFAULT_STATIC_LIMITS, StaticLimits, validate
 
 __all__ = ["Example", "PromptSpec"]
 
@@ -69,14 +69,16 @@ def _meta_keys(raw: Any) -> tuple[str, ...]:
     return tuple(raw)
 
 
-def _check_example(example: Example, where: str, table: OperatorTable) -> None:
+def _check_example(
+    example: Example, where: str, table: OperatorTable, limits: StaticLimits
+) -> None:
     domains = [example.domain] if example.domain else list(DOMAINS)
     for domain in domains:
         if domain not in table.domains:
             raise ConfigError(
                 f"{where}.domain: {domain!r}; choose one of {', '.join(table.domains)}"
             )
-        report = validate(example.workflow, domain=domain, operators=table)
+        report = validate(example.workflow, domain=domain, operators=table, limits=limits)
         if not report.ok:
             first = report.errors[0]
             hint = f" ({first.hint})" if first.hint else ""
@@ -154,14 +156,19 @@ class PromptSpec:
             object.__setattr__(self, "examples", examples)
         object.__setattr__(self, "meta_keys", _meta_keys(self.meta_keys))
 
-    def check(self, operators: OperatorTable | None = None) -> PromptSpec:
+    def check(
+        self,
+        operators: OperatorTable | None = None,
+        limits: StaticLimits = DEFAULT_STATIC_LIMITS,
+    ) -> PromptSpec:
         """Validate every example for its domain(s) against ``operators`` (default: the
-        process-wide table) and return self; ``ConfigError`` names ``prompt.examples[i]``.
+        process-wide table) within ``limits`` (a run's: an example its reward would refuse for
+        its calls is no example) and return self; ``ConfigError`` names ``prompt.examples[i]``.
         Not done at construction: the operators an example may use are those of the run (its
         plugins and ``operators:``), known when the run environment is built."""
         table = default_table() if operators is None else operators
         for i, example in enumerate(self.examples or ()):
-            _check_example(example, f"{_NAME}.examples[{i}]", table)
+            _check_example(example, f"{_NAME}.examples[{i}]", table, limits)
         return self
 
     def for_domain(self, domain: str) -> tuple[Example, ...] | None:

@@ -197,6 +197,10 @@ def test_plugins_operators_backend_and_prompt_from_one_config(user_dir, monkeypa
             "prompt.examples=[{question: q, workflow: Revise -> Custom, domain: math}]",
             r"prompt.examples\[0\]: .* Revise runs before any generator",
         ),
+        (  # the run's budget (executor.max_calls: 4) and MdEnsemble's 3 votes
+            "prompt.examples=[{question: q, workflow: '[Custom, Custom, Custom] -> MdEnsemble'}]",
+            r"prompt.examples\[0\]: .* makes up to 6 executor calls \(limit 4; MdEnsemble",
+        ),
         ("prompt.system=Use {ops}", r"prompt.system: bad placeholder"),
         ("prompt.file=missing.yaml", r"prompt.file: missing.yaml does not exist"),
         ("executor.kind=no_such_pkg.mod:make", r"executor.kind: cannot import module"),

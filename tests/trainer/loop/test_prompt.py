@@ -5,6 +5,7 @@ import pytest
 from flowgrpo.configuration import ConfigError
 from flowgrpo.dsl import operators_for_domain, validate
 from flowgrpo.dsl.fewshot import PromptSpec
+from flowgrpo.operators.executor import ExecutorConfig, executor_limits
 from flowgrpo.operators.models import build_tiny_tokenizer
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.trainer.loop.prompt import EXAMPLES, build_messages, render_prompt, system_prompt
@@ -14,6 +15,13 @@ from flowgrpo.trainer.loop.prompt import EXAMPLES, build_messages, render_prompt
 def test_every_example_is_a_valid_workflow_of_its_domain(domain):
     for _, workflow in EXAMPLES[domain]:
         assert validate(workflow, domain=domain).ok, workflow
+
+
+@pytest.mark.parametrize("domain", sorted(EXAMPLES))
+def test_every_example_is_one_a_default_runs_reward_accepts(domain):
+    limits = executor_limits(ExecutorConfig()).static_limits()  # votes and retries counted
+    for _, workflow in EXAMPLES[domain]:
+        assert validate(workflow, domain=domain, limits=limits).ok, workflow
 
 
 @pytest.mark.parametrize("domain", sorted(EXAMPLES))
