@@ -32,7 +32,7 @@ from types import MappingProxyType
 from flowgrpo.configuration import ConfigError
 from flowgrpo.dsl import OperatorTable
 from flowgrpo.operators.custom import load_extensions
-from flowgrpo.operators.executor import check_executor, probe_executor
+from flowgrpo.operators.executor import check_executor, executor_limits, probe_executor
 from flowgrpo.operators.interpreter import Limits
 from flowgrpo.operators.llm import LLM
 from flowgrpo.operators.models import check_model_source
@@ -44,6 +44,7 @@ from flowgrpo.trainer.config import TrainConfig
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop.metric_hooks import ActiveHook, start_hooks
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
+from flowgrpo.trainer.monitoring.health import check_stop_on
 
 __all__ = [
     "ExecutorUnavailable",
@@ -98,7 +99,7 @@ def check_names(config: TrainConfig) -> Mapping[str, tuple[str, ...]]:
         config.rewards.check_names()
     except ValueError as exc:
         raise ConfigError(f"rewards: {exc}") from None
-    config.health.check_names()
+    check_stop_on(config.health)  # with the built-in checks registered
     try:  # a kind of BACKENDS (a plugin's, a built-in plugin's, 'pkg.mod:make') is imported
         backends = check_executor(config.executor, config.rollout.task)
     except ValueError as exc:
@@ -144,7 +145,8 @@ def build_environment(
     """
     table = load_extensions(config.plugins, config.operators)
     registries = check_names(config)
-    prompt = PolicyPrompt(config.prompt.check(table), table)
+    static = executor_limits(config.executor).static_limits()  # the count the reward uses
+    prompt = PolicyPrompt(config.prompt.check(table, static), table)
     problems = _problems(config) if with_problems else ()
     for problem in problems:  # a label missing from one problem fails here, not at its step
         prompt.spec.meta_lines(problem.id, problem.meta)

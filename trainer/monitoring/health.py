@@ -75,6 +75,7 @@ __all__ = [
     "check_info",
     "check_names",
     "check_step_time_collapse",
+    "check_stop_on",
     "check_unscorable_high",
     "check_update_collapse",
     "check_zero_grad",
@@ -89,6 +90,14 @@ logger = logging.getLogger(__name__)
 EXIT_CODE_ALERT_STOP = 3
 """Exit status of ``flowgrpo train`` when it stopped because an alert named in ``stop_on``
 fired (0 success, 1 a problem found, 2 usage error)."""
+
+
+def check_stop_on(config: HealthConfig) -> None:
+    """``ConfigError`` unless every ``config.stop_on`` name is a registered check: a built-in
+    one (registered by importing this module, which a config load does not do) or a plugin's.
+    What a run environment's build calls, so that a run that never imported the trainer knows
+    the built-in names too."""
+    config.check_names()
 
 
 def run_checks(

@@ -194,3 +194,20 @@ def test_prompt_labels_are_checked_against_every_training_problem_when_the_run_i
     )  # fmt: skip
     assert result.exit_code == 2 and "meta key(s) ['level']" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_run_built_in_a_fresh_process_knows_the_built_in_health_checks():
+    """A ``stop_on`` of a built-in check, in a process that imported only the config and the
+    run environment (not the trainer, which registered them before)."""
+    import subprocess
+
+    code = (
+        "from flowgrpo.trainer.config import load_config\n"
+        "from flowgrpo.trainer.loop.environment import build_environment\n"
+        "cfg = load_config('configs/tiny.yaml', ('health.stop_on=[deadlock, zero_grad]',))\n"
+        "env = build_environment(cfg, with_executor=False, with_problems=False)\n"
+        "print(env.registries['health check'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-400:]
+    assert done.stdout.strip() == "('deadlock', 'zero_grad')"
