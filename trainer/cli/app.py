@@ -318,7 +318,11 @@ def diagnose_cmd(run_dir, as_json, no_plots) -> None:
 @output_options
 def analyze_cmd(run_dir, samples_file, field, top, window, as_json, plots_dir) -> None:
     """DSL diversity report of model outputs: valid vs fallback, distinct workflows, top
-    workflows, operator frequencies, structure classes and trends."""
+    workflows, operator frequencies, structure classes and trends.
+
+    RUN_DIR's samples are validated as the run's reward validated them (the operators of its
+    config.yaml and its executor's call budget); --samples FILE with the default operators
+    and call count."""
     analyze_command(run_dir, samples_file, field, top, window, as_json, plots_dir)
 
 

@@ -10,10 +10,12 @@ import click
 
 from flowgrpo.trainer.cli.common import fail
 from flowgrpo.trainer.reports.analyze import (
+    Validation,
     analyze_samples,
     format_analyze,
     plot_analyze,
     report_to_json,
+    run_validation,
 )
 from flowgrpo.trainer.reports.diagnose import (
     SAMPLES_FILE,
@@ -53,8 +55,11 @@ def analyze_command(run_dir, samples_file, field, top, window, as_json, plots_di
     if (run_dir is None) == (samples_file is None):
         fail("give either RUN_DIR or --samples FILE")
     path = Path(samples_file) if samples_file else Path(run_dir) / SAMPLES_FILE
-    try:
-        report = analyze_samples(read_jsonl(path), field=field, top=top, window=window)
+    try:  # a run's samples as its reward validated them (its operators, its call budget)
+        validation = run_validation(run_dir) if run_dir else Validation()
+        report = analyze_samples(
+            read_jsonl(path), field=field, top=top, window=window, validation=validation
+        )
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     click.echo(json.dumps(report_to_json(report), indent=2) if as_json else format_analyze(report))

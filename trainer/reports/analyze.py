@@ -2,9 +2,11 @@
 
 Each row's text field (``completion`` by default) is run through :func:`dsl.extract` and
 :func:`dsl.validate` again: precomputed fields such as ``canonical`` are ignored, so the report
-is the same for flowgrpo's samples.jsonl and for logs of other systems. Every per-workflow
-number (top workflows, operators, structures) is a share of the *valid* workflows; the
-valid / invalid / fallback counts are shares of all outputs.
+is the same for flowgrpo's samples.jsonl and for logs of other systems. A run's samples are
+validated as its reward validated them (:func:`run_validation`: its ``operators:`` and plugins,
+its executor's call budget with votes and retries counted); other files with the defaults.
+Every per-workflow number (top workflows, operators, structures) is a share of the *valid*
+workflows; the valid / invalid / fallback counts are shares of all outputs.
 
 Torch-free. Not handled: workflows nested in other fields, or several workflows in one text (the
 one :func:`dsl.extract` prefers is used).
@@ -19,11 +21,55 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from flowgrpo.dsl import OPERATORS, STRUCTURES, extract, validate
+from flowgrpo.dsl import (
+    DEFAULT_STATIC_LIMITS,
+    STRUCTURES,
+    OperatorTable,
+    StaticLimits,
+    default_table,
+    extract,
+    validate,
+)
 from flowgrpo.trainer.reports import plots
+
+CONFIG_FILE = "config.yaml"
+DEFAULTS = "the default operators and call count (no run config)"
 
 OCCURRENCE_KINDS = ("chain", "conditional", "loop", "parallel", "instruction")
 AUTO_WINDOWS = 10  # rows without steps and no window given: this many windows
+
+
+@dataclass(frozen=True)
+class Validation:
+    """What outputs are validated against: an operator table, static limits, and where they
+    came from (printed with the report)."""
+
+    operators: OperatorTable | None = None
+    limits: StaticLimits = DEFAULT_STATIC_LIMITS
+    source: str = DEFAULTS
+
+
+def run_validation(run_dir: str | Path) -> Validation:
+    """How the run in ``run_dir`` validated its samples: from its ``config.yaml``, the
+    operator table of its ``plugins:`` and ``operators:`` (imported and built as the run built
+    them) and its executor's static call count; the defaults when there is no config.yaml.
+    A config that does not load raises ``ValueError`` naming the file."""
+    # heavy: the config schema and the run's plugins, only for a run's own samples
+    from flowgrpo.operators.custom import load_extensions
+    from flowgrpo.operators.executor import executor_limits
+    from flowgrpo.trainer.config import load_config
+
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.is_file():
+        return Validation()
+    try:
+        cfg = load_config(path)
+        table = load_extensions(cfg.plugins, cfg.operators)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc} (fix it, or analyze with --samples FILE)") from None
+    limits = executor_limits(cfg.executor).static_limits()
+    source = f"{CONFIG_FILE} (the run's operators, {limits.max_calls} executor calls)"
+    return Validation(table, limits, source)
 
 
 @dataclass(frozen=True)
@@ -71,6 +117,8 @@ class AnalyzeReport:
             contain a conditional), share of valid.
         trend_by: ``step``, ``window of N rows``, or empty (no rows).
         trends: per step or window, in order.
+        validated_with: the operators and call count the outputs were validated against
+            (:attr:`Validation.source`).
     """
 
     field: str
@@ -87,6 +135,7 @@ class AnalyzeReport:
     occurrences: tuple[Count, ...]
     trend_by: str
     trends: tuple[TrendPoint, ...]
+    validated_with: str = DEFAULTS
 
     def share(self, count: int) -> float:
         """``count`` as a share of all outputs."""
@@ -116,12 +165,13 @@ def _text_of(value) -> str | None:
     return None
 
 
-def _classify(text: str, step, domain: str | None) -> _Row:
+def _classify(text: str, step, domain: str | None, validation: Validation) -> _Row:
     step = step if isinstance(step, int) and not isinstance(step, bool) else None
-    found = extract(text)
+    table = validation.operators
+    found = extract(text, operators=table)
     if found.fallback:
         return _Row(step, True, False, False, None, None, frozenset(), frozenset())
-    report = validate(found.dsl, domain=domain)
+    report = validate(found.dsl, domain=domain, limits=validation.limits, operators=table)
     if not report.ok:
         return _Row(step, False, False, report.syntax_ok, None, None, frozenset(), frozenset())
     return _Row(
@@ -142,6 +192,7 @@ def analyze_samples(
     top: int = 10,
     window: int | None = None,
     domain: str | None = None,
+    validation: Validation = Validation(),  # frozen: one shared default is safe
 ) -> AnalyzeReport:
     """The diversity report of the outputs in ``rows[field]``.
 
@@ -153,6 +204,8 @@ def analyze_samples(
         window: trend per window of this many rows; None: per step when every analysed row
             has an integer ``step``, else ``AUTO_WINDOWS`` windows.
         domain: validate operators against this domain (math, code, qa); None allows all.
+        validation: the operators and static limits to validate with (a run's:
+            :func:`run_validation`); default the process-wide table and the default count.
     """
     if not isinstance(top, int) or top < 1:
         raise ValueError(f"top must be an integer >= 1, got {top!r}")
@@ -167,26 +220,29 @@ def analyze_samples(
         if text is None:
             skipped += 1
             continue
-        parsed.append(_classify(text, row.get("step"), domain))
+        parsed.append(_classify(text, row.get("step"), domain, validation))
     if skipped and not parsed:
         raise ValueError(
             f"no row has a text field {field!r}; fields seen: {', '.join(sorted(seen_keys))}. "
             "Name the field that holds the model output (--field NAME)"
         )
-    return _report(parsed, field, skipped, top, window)
+    return _report(parsed, field, skipped, top, window, validation)
 
 
 def _counts(counter: Counter, names: Iterable[str], whole: int) -> tuple[Count, ...]:
     return tuple(Count(n, counter[n], counter[n] / whole if whole else 0.0) for n in names)
 
 
-def _report(parsed: list[_Row], field: str, skipped: int, top: int, window) -> AnalyzeReport:
+def _report(
+    parsed: list[_Row], field: str, skipped: int, top: int, window, validation
+) -> AnalyzeReport:
     valid = [r for r in parsed if r.valid]
     n_valid = len(valid)
     workflows = Counter(r.canonical for r in valid)
     ranked = sorted(workflows.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
     operators = Counter(name for r in valid for name in r.operators)
-    operator_order = sorted(OPERATORS, key=lambda n: (-operators[n], list(OPERATORS).index(n)))
+    names = list(validation.operators if validation.operators is not None else default_table())
+    operator_order = sorted(names, key=lambda n: (-operators[n], names.index(n)))
     invalid = [r for r in parsed if not r.valid and not r.fallback]
     trend_by, trends = _trends(parsed, window)
     return AnalyzeReport(
@@ -206,6 +262,7 @@ def _report(parsed: list[_Row], field: str, skipped: int, top: int, window) -> A
         ),
         trend_by=trend_by,
         trends=trends,
+        validated_with=validation.source,
     )
 
 
@@ -275,7 +332,7 @@ def format_analyze(report: AnalyzeReport, max_trend_rows: int = 20) -> str:
     head = f"DSL diversity report: {report.total} outputs (field {report.field!r})"
     if report.skipped:
         head += f"; {report.skipped} row(s) without that field skipped"
-    out = [head]
+    out = [head, f"  validated with {report.validated_with}"]
     out += _table(
         [
             ("valid", report.valid, f"{pct(report.valid):.1%}", "workflow found and valid"),

@@ -147,3 +147,59 @@ def test_bar_charts_are_png_files(sample_file, tmp_path):
         assert path.read_bytes().startswith(PNG)
     nothing_valid = analyze_samples([{"completion": "just prose here"}])
     assert plot_analyze(nothing_valid, tmp_path / "empty") == []
+
+
+RUN_OUTPUTS = [
+    "Custom -> Whisper",  # the run's own operator: unknown to the default table
+    "[Custom, Custom, Custom] -> MdEnsemble",  # 3 + 3 votes: over the run's budget of 4
+    "Custom -> Format",
+]
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    """A run whose config declares an operator and a call budget of 4, and its samples."""
+    from flowgrpo.trainer.config import load_config, save_config
+
+    overrides = ("operators=[{name: Whisper, role: refiner, prompt: 'Say it softly.'}]",
+                 "executor.max_calls=4")  # fmt: skip
+    save_config(load_config("configs/tiny.yaml", overrides), tmp_path / "config.yaml")
+    rows = [{"step": 1, "completion": text} for text in RUN_OUTPUTS]
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return tmp_path
+
+
+def _analyze(*args):
+    from click.testing import CliRunner
+
+    from flowgrpo.trainer.cli.app import main
+
+    result = CliRunner().invoke(main, ["analyze", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_a_runs_samples_are_validated_as_its_reward_validated_them(run_dir):
+    report = _analyze(str(run_dir), "--plots", str(run_dir / "charts"))
+    assert report["valid"] == 2 and report["invalid"] == 1
+    assert {t["name"] for t in report["top"]} == {"Custom -> Whisper", "Custom -> Format"}
+    assert {"name": "Whisper", "count": 1, "share": 0.5} in report["operators"]
+    assert report["validated_with"].startswith("config.yaml (the run's operators, 4 executor")
+    other = _analyze("--samples", str(run_dir / "samples.jsonl"))  # any file: the defaults
+    assert other["valid"] == 2 and other["invalid"] == 1
+    assert {t["name"] for t in other["top"]} == {
+        "[Custom, Custom, Custom] -> MdEnsemble", "Custom -> Format",
+    }  # fmt: skip
+    assert other["validated_with"].startswith("the default operators")
+
+
+def test_a_run_config_that_does_not_load_is_named(run_dir):
+    from click.testing import CliRunner
+
+    from flowgrpo.trainer.cli.app import main
+
+    (run_dir / "config.yaml").write_text("optim: {max_stepz: 3}\n")
+    result = CliRunner().invoke(main, ["analyze", str(run_dir), "--plots", str(run_dir)])
+    assert result.exit_code != 0
+    assert "config.yaml: " in result.output and "max_stepz" in result.output
+    assert "--samples FILE" in result.output and "Traceback" not in result.output
