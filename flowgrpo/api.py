@@ -202,7 +202,8 @@ def _in_python(message: str) -> str:
 
 def _config(config, overrides: Mapping[str, Any]):
     """The TrainConfig of ``config`` (path, TrainConfig or None) with the keyword overrides."""
-    # heavy: torch (trainer.config imports the losses); `import flowgrpo` imports none of it
+    # heavy: the config schema (yaml, the DSL's grammar, the sections); `import flowgrpo` imports
+    # none of it
     from flowgrpo.trainer.config import (
         TrainConfig,
         apply_override,

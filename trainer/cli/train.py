@@ -16,7 +16,7 @@ from flowgrpo.trainer.reports.estimate import estimate
 
 def resolve_config(config_path, overrides, max_steps, output_dir):
     """The TrainConfig of the options (``--max-steps``/``--output-dir`` as overrides)."""
-    # heavy: torch (trainer.config imports the loss module); `flowgrpo validate` starts without it
+    # heavy: the config schema (yaml, the sections); `flowgrpo validate` starts without it
     from flowgrpo.trainer.config import ConfigError, load_config
 
     extra = list(overrides)

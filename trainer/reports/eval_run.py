@@ -121,7 +121,7 @@ def load_run(path: str | Path | None):
     to; None without a path. ``ConfigError`` when its config.yaml is missing or does not load."""
     if path is None:
         return None
-    # heavy: torch (trainer.config imports the losses); `flowgrpo eval --compare` starts without it
+    # heavy: torch (the loop package); `flowgrpo eval --compare` starts without it
     from flowgrpo.trainer.loop.rundir import load_run_config
 
     try:
@@ -299,7 +299,7 @@ def no_checkpoints(run_dir: str | Path) -> str:
 
 
 def _default_config():
-    # heavy: torch (trainer.config imports the losses); `flowgrpo eval --compare` starts without it
+    # heavy: the config schema; `flowgrpo eval --compare` starts without it
     from flowgrpo.trainer.config import TrainConfig
 
     return TrainConfig()
