@@ -18,7 +18,7 @@ from flowgrpo.dsl.operators import (
     REFINER,
     OperatorTable,
 )
-from flowgrpo.dsl.validate import DEFAULT_STATIC_LIMITS, StaticLimits, validate
+from flowgrpo.dsl.validate import validate
 
 _GENERATORS = [n for n, s in OPERATORS.items() if s.role == GENERATOR]
 _CHECKERS = [n for n, s in OPERATORS.items() if s.role == CHECKER]
@@ -92,14 +92,8 @@ def sft_tails(operators: OperatorTable, domain: str) -> tuple[str, ...]:
     return (*tails, *refiners)
 
 
-def stratified_workflow(
-    rng: random.Random,
-    operators: OperatorTable,
-    domain: str = "math",
-    limits: StaticLimits = DEFAULT_STATIC_LIMITS,
-) -> str:
-    """One workflow valid for ``domain`` within ``limits`` (a run's: the calls its votes and
-    retries make count) in canonical form, drawn so that no workflow dominates
+def stratified_workflow(rng: random.Random, operators: OperatorTable, domain: str = "math") -> str:
+    """One valid workflow for ``domain`` in canonical form, drawn so that no workflow dominates
     (the format-SFT targets of ``flowgrpo sft``): a head that is one generator or (half the
     time) an ensemble of 2-3 generators and one ensembler, then 0, 1 or 2 tail steps of
     :func:`sft_tails`, each part uniform. A refiner other than the domain's first (the repairer)
@@ -121,9 +115,7 @@ def stratified_workflow(
         tail = [rng.choice(tails) for _ in range(rng.choice((0, 1, 2)))] if tails else []
         if finishers & set(tail[:-1]):
             continue
-        report = validate(
-            " -> ".join((head, *tail)), domain=domain, operators=operators, limits=limits
-        )
+        report = validate(" -> ".join((head, *tail)), domain=domain, operators=operators)
         if report.ok:
             return report.canonical
     raise ValueError(f"no valid workflow drawn for domain {domain!r} in 10,000 tries")

@@ -25,7 +25,7 @@ from flowgrpo.trainer.cli.app import main
 from flowgrpo.trainer.config import load_config
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
-from flowgrpo.trainer.loop.sft import grammar_pairs, jsonl_pairs, prepare_sft, train_sft
+from flowgrpo.trainer.loop.sft import jsonl_pairs, prepare_sft, train_sft
 
 SMOKE = (
     "rollout.max_new_tokens=120",
@@ -70,30 +70,6 @@ def test_code_and_user_operators_are_drawn_for_their_domain():
     assert any("Sketch" in w for w in qa) and not any("Programmer" in w for w in qa)
     code = [stratified_workflow(rng, table, "code") for _ in range(100)]
     assert all(validate(w, domain="code").ok for w in code) and any("Test" in w for w in code)
-
-
-# votes and retries count: MdEnsemble 3 calls, Programmer 2, as a default run's reward counts them
-RUN_LIMITS = Limits(max_llm_calls=12).static_limits()
-
-
-def test_targets_drawn_within_a_runs_call_budget_are_all_ones_its_reward_accepts():
-    table, rng = default_table(), random.Random(0)
-    one_call = [stratified_workflow(rng, table, "math") for _ in range(2000)]
-    refused = [w for w in one_call if not validate(w, domain="math", limits=RUN_LIMITS).ok]
-    assert len(refused) > 20, "with one call an operator, some targets exceed the run's count"
-    draws = [stratified_workflow(rng, table, "math", RUN_LIMITS) for _ in range(2000)]
-    assert all(validate(w, domain="math", limits=RUN_LIMITS).ok for w in draws)
-    assert len(Counter(draws)) > 300, "still spread over many workflows"
-
-
-def test_the_grammar_pairs_of_a_run_are_within_its_call_budget():
-    cfg = load_config("configs/tiny-known-optimum.yaml", (*SMOKE, "sft.examples=400",
-                      "executor.max_calls=8"))  # fmt: skip
-    limits = Limits(max_llm_calls=8).static_limits()
-    problems, workflows = grammar_pairs(cfg, PolicyPrompt())
-    assert len(workflows) == 400
-    assert all(validate(w, domain=p.domain, limits=limits).ok
-               for p, w in zip(problems, workflows))  # fmt: skip
 
 
 def test_the_sft_check_counts_validity_as_the_runs_reward_does(monkeypatch):
