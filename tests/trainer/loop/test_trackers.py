@@ -141,6 +141,7 @@ def settled_history(path, last_step, wait_s=60.0):
 
 def wandb_history(path):
     """The history rows of an offline W&B run file (records in LevelDB-log blocks of 32 KiB)."""
+    from google.protobuf.message import DecodeError
     from wandb.proto import wandb_internal_pb2
 
     data = path.read_bytes()
@@ -152,12 +153,19 @@ def wandb_history(path):
             pos += left
             continue
         length, kind = int.from_bytes(data[pos + 4 : pos + 6], "little"), data[pos + 6]
+        if pos + 7 + length > len(data):  # the writer's tail, not on disk yet: read again later
+            break
         chunk = data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         buf = chunk if kind in (1, 2) else buf + chunk  # 1 full, 2 first, 3 middle, 4 last
         if kind in (1, 4):
             record = wandb_internal_pb2.Record()
-            record.ParseFromString(buf)
+            try:
+                record.ParseFromString(buf)
+            except DecodeError:
+                if pos < len(data):  # inside the file: a corrupt record, not a tail in flight
+                    raise
+                break
             if record.WhichOneof("record_type") == "history":
                 items = record.history.item
                 rows.append(
