@@ -31,8 +31,8 @@ from flowgrpo.dsl import (
     validate,
 )
 from flowgrpo.trainer.reports import plots
+from flowgrpo.trainer.reports.diagnose import CONFIG_FILE
 
-CONFIG_FILE = "config.yaml"
 DEFAULTS = "the default operators and call count (no run config)"
 
 OCCURRENCE_KINDS = ("chain", "conditional", "loop", "parallel", "instruction")
