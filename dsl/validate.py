@@ -216,7 +216,8 @@ def _check(text, workflow: Workflow, domain, limits: StaticLimits, allowed, tabl
     root = workflow.root
     # checker.calls is count_calls(root) with the limits' op_calls, checker.deepest
     # nesting_depth(root), both noted during the checking pass
-    heavy = [f"{op} makes {n}" for op, n in sorted(checker.heavy.items())]
+    met = set(checker.operators)  # the operators met that count more than one call
+    heavy = [f"{op} makes {n}" for op, n in sorted(checker.weights.items()) if op in met]
     for code, value, limit, what, fix in (
         ("too_many_calls", checker.calls, limits.max_calls, "the workflow makes up to {} "
          "executor calls (limit {}" + "".join(f"; {h}" for h in heavy) + ")",
@@ -279,7 +280,6 @@ class _Checker(Visitor[_State]):
         self.depth = self.deepest = 0  # parallel / conditional / loop constructs around a node
         self.calls = 0  # worst-case executor calls so far (count_calls, in the same walk)
         self.weights = heavy_operators(table, limits)  # the calls of those counting several
-        self.heavy: dict[str, int] = {}  # operators met that count more than one call
 
     def _enter(self, feature: str) -> None:
         """A construct begins: note it and how deep it sits."""
@@ -381,10 +381,7 @@ class _Checker(Visitor[_State]):
     def visit_op(self, node: Op, state: _State) -> _State:
         self.operators.append(node.name)
         spec = self.table.get(node.name)
-        weight = self.weights.get(node.name, 1)
-        self.calls += weight
-        if weight > 1:
-            self.heavy[node.name] = weight
+        self.calls += self.weights.get(node.name, 1)
         if node.instruction is not None:
             self.features.add("instruction")
         if spec is None:

@@ -12,7 +12,7 @@ import click
 from flowgrpo.dsl import OperatorTable, extract, validate
 from flowgrpo.dsl.render import format_report, report_to_dict
 from flowgrpo.operators.executor import ExecutorConfig, executor_limits
-from flowgrpo.operators.interpreter import DEFAULT_LIMITS, describe, run_workflows
+from flowgrpo.operators.interpreter import describe, run_workflows
 from flowgrpo.plugins import import_plugins
 from flowgrpo.trainer.cli.common import (
     build_cli_executor,
@@ -60,7 +60,7 @@ def validate_one(text: str, do_extract: bool, domain: str | None, table=None) ->
     """Validate one input (against ``table``, default the process's operator table) with the
     default run's static limits (its 12-call budget, votes and retries counted, as a run's
     reward validates); returns the JSON dict with a '_human' rendering added."""
-    limits = DEFAULT_LIMITS.static_limits()
+    limits = executor_limits(ExecutorConfig()).static_limits()
     if do_extract:
         found = extract(text, operators=table)
         if found.fallback:
