@@ -18,7 +18,6 @@ from flowgrpo.operators.executor import build_executor, executor_limits
 from flowgrpo.operators.models import bf16_emulated, load_model, with_pad_token
 from flowgrpo.trainer.loop.init_adapter import load_init_adapter
 from flowgrpo.trainer.loop.policy import wrap_lora
-from flowgrpo.trainer.loop.rundir import check_run_dir, finish_resume, start_run_dir
 from flowgrpo.trainer.monitoring.metrics import MetricsWriter
 from flowgrpo.trainer.monitoring.trackers import accelerator_kwargs, start_trackers
 
@@ -143,32 +142,20 @@ def end_process_group() -> None:
         torch.distributed.destroy_process_group()
 
 
-def check_run_folder(cfg, run_dir: Path, resume: bool, overwrite: bool):
-    """The run-directory checks (:func:`..rundir.check_run_dir`; nothing written): the
-    checkpoint to resume from or None."""
-
-    if cfg.rollout.tie_temperature is not None and cfg.rollout.constrained == "off":
-        logger.warning(  # the same reason: a hot unconstrained sample is often prose
-            "rollout.tie_temperature resamples tied steps at %.2f (up to %.2f) while "
-            "rollout.constrained is off: hot samples write more prose; set rollout.constrained: "
-            "grammar, or a tie_temperature near rollout.temperature",
-            cfg.rollout.tie_temperature, cfg.rollout.max_tie_temperature,
-        )  # fmt: skip
-    return check_run_dir(cfg, run_dir, resume, overwrite)
-
-
-def started(cfg, run_dir: Path, resume: bool, overwrite: bool, main_process: bool) -> None:
-    """A fresh run's pieces built: clear an overwritten run, write the marker and config.yaml
-    (:func:`..rundir.start_run_dir`); a resume writes once its checkpoint loaded."""
-    if not resume:
-        start_run_dir(cfg, run_dir, overwrite, main_process)
-
-
-def resumed(cfg, run_dir: Path, main_process: bool) -> None:
-    """A resumed run's checkpoint loaded: now write its config.yaml (a failed resume writes
-    nothing; :func:`..rundir.finish_resume`)."""
-    if main_process:
-        finish_resume(cfg, run_dir)
+def warn_hot_unconstrained(cfg) -> bool:
+    """Log a warning when ``rollout.tie_temperature`` resamples tied steps hot while sampling
+    is unconstrained (a hot unconstrained sample is often prose, which ties again). Returns
+    whether it warned."""
+    r = cfg.rollout
+    if r.tie_temperature is None or r.constrained != "off":
+        return False
+    logger.warning(
+        "rollout.tie_temperature resamples tied steps at %.2f (up to %.2f) while "
+        "rollout.constrained is off: hot samples write more prose; set rollout.constrained: "
+        "grammar, or a tie_temperature near rollout.temperature",
+        r.tie_temperature, r.max_tie_temperature,
+    )  # fmt: skip
+    return True
 
 
 def writer(cfg, run_dir: Path, accelerator: Accelerator, resume: bool = False):

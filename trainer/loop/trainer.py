@@ -29,6 +29,7 @@ from flowgrpo.trainer.loop.interrupt import RunAbandoned, StopOnSignal
 from flowgrpo.trainer.loop.metric_hooks import rollout_hook_metrics
 from flowgrpo.trainer.loop.policy import frozen_linear_weights, trainable_values
 from flowgrpo.trainer.loop.rollout import ProblemSampler
+from flowgrpo.trainer.loop.rundir import check_run_dir, finish_resume, start_run_dir
 from flowgrpo.trainer.loop.sampling_cache import SamplingCache
 from flowgrpo.trainer.loop.state import (
     StepState,
@@ -109,7 +110,8 @@ class Trainer:
         cfg = self.config
         main = self.accelerator.is_main_process
         # refuses (RunDirError) before anything is written; config.yaml once all is built
-        setup.check_run_folder(cfg, self.run_dir, resume, overwrite)
+        check_run_dir(cfg, self.run_dir, resume, overwrite)
+        setup.warn_hot_unconstrained(cfg)
         self.model, self.tokenizer = setup.policy(cfg, model, tokenizer, self.accelerator.device)
         if cfg.algorithm.reference == "start":  # the start as loaded, before any resume
             self.update_settings = replace(
@@ -131,7 +133,8 @@ class Trainer:
         llm, limits = setup.executor(cfg, self.model, self.tokenizer, executor)
         self.counter = CountingLLM(llm) if llm is not None else None  # executor_calls per step
         self.environment = environment.with_executor(self.counter, limits)
-        setup.started(cfg, self.run_dir, resume, overwrite, main)  # before the cache reads it
+        if not resume:  # clears an overwritten run: before the cache reads it
+            start_run_dir(cfg, self.run_dir, overwrite, main)
         seed = cfg.rollout.seed + 1000 * self.rank  # each rank draws its own problems
         self.sampler = ProblemSampler(self.environment.problems, seed=seed)
         self.cache = setup.cache(cfg, self.run_dir)
@@ -141,7 +144,8 @@ class Trainer:
         self.step = 0
         if resume:
             self._resume()
-            setup.resumed(cfg, self.run_dir, main)
+            if main:  # a failed resume writes nothing
+                finish_resume(cfg, self.run_dir)
         self.step_env = steps.StepEnv(
             cfg, self.model, self.tokenizer, self.environment, self.cache, self.history,
             SamplingCache(),

@@ -148,9 +148,11 @@ def test_the_tie_temperature_rises_only_while_hot_rounds_tie_too(last, expected)
     assert next_tie_temperature(fixed, {"resample_temperature": 1.6, "kept_groups": 0}) == 1.6
 
 
-def test_a_run_that_keeps_tying_samples_each_hot_round_hotter(tmp_path, monkeypatch):
+def test_a_run_that_keeps_tying_samples_each_hot_round_hotter(tmp_path, monkeypatch, caplog):
     """Three steps, every group (first rollouts and hot rounds alike) tied: the hot rounds
-    sample at 1.6, 2.0, 2.4 (step 0.4); the first rollouts stay at 0.8."""
+    sample at 1.6, 2.0, 2.4 (step 0.4); the first rollouts stay at 0.8. Unconstrained, the
+    run warns that hot samples write prose (the Trainer's setup checks the combination)."""
+    caplog.set_level("WARNING", logger="flowgrpo.trainer.loop.setup")
     sampled, scored, _, _ = _run(
         tmp_path, monkeypatch, [TIED] * 12, "rollout.tie_temperature=1.6",
         "rollout.tie_temperature_step=0.4", "optim.max_steps=3",
@@ -158,6 +160,7 @@ def test_a_run_that_keeps_tying_samples_each_hot_round_hotter(tmp_path, monkeypa
     assert sampled == pytest.approx([0.8, 1.6, 0.8, 2.0, 0.8, 2.4]) and scored == []
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [line["resample_temperature"] for line in lines] == pytest.approx([1.6, 2.0, 2.4])
+    assert "hot samples write more prose" in caplog.text
 
 
 def test_a_resumed_run_continues_the_tie_temperature_it_reached(tmp_path, monkeypatch):
@@ -173,16 +176,14 @@ def test_a_resumed_run_continues_the_tie_temperature_it_reached(tmp_path, monkey
 
 
 @pytest.mark.parametrize(("constrained", "warned"), [("off", True), ("grammar", False)])
-def test_the_tie_temperature_warns_only_when_sampling_is_unconstrained(
-    tmp_path, caplog, constrained, warned
-):
+def test_the_tie_temperature_warns_only_when_sampling_is_unconstrained(caplog, constrained, warned):
     from flowgrpo.trainer.loop import setup
 
     cfg = load_config(
         "configs/tiny.yaml", (f"rollout.constrained={constrained}", "rollout.tie_temperature=1.6")
     )
     with caplog.at_level("WARNING", logger=setup.__name__):
-        setup.check_run_folder(cfg, tmp_path / "run", False, False)
+        assert setup.warn_hot_unconstrained(cfg) == warned
     assert ("hot samples write more prose" in caplog.text) == warned
 
 
