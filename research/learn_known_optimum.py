@@ -220,8 +220,8 @@ def train_and_eval(args, seed: int, base, world=None) -> dict:
     import torch
     from peft import PeftModel
 
-    from flowgrpo.trainer.loop.checkpoint import latest_checkpoint
     from flowgrpo.trainer.loop.interrupt import EXIT_CODES
+    from flowgrpo.trainer.loop.rundir import latest_checkpoint
     from flowgrpo.trainer.loop.trainer import Trainer
     from flowgrpo.trainer.reports.diagnose import read_jsonl
     from flowgrpo.trainer.reports.evaluate import adapter_dir

@@ -170,7 +170,7 @@ def _try(kind: str, size: int, fn) -> dict:
 def part_eval(profile: Profile, out: Path) -> dict:
     """``flowgrpo eval`` (:func:`flowgrpo.trainer.reports.eval_run.evaluate_one`) of the train
     part's last checkpoint; trains one step first when that part did not run."""
-    from flowgrpo.trainer.loop.checkpoint import latest_checkpoint
+    from flowgrpo.trainer.loop.rundir import latest_checkpoint
     from flowgrpo.trainer.reports.eval_run import EvalOptions, evaluate_one
 
     checkpoint = latest_checkpoint(out / "run")

@@ -133,8 +133,8 @@ def eval_all_command(run_dir: str, options: EvalOptions, json_out: str | None) -
     """Evaluate every checkpoint of ``run_dir`` (the model loaded once); print the table (the
     JSON with ``--json -``), write the JSON (``--json FILE``, default RUN_DIR/eval_all.json)
     and the plot beside it (RUN_DIR/eval_all.png with ``--json -``)."""
-    # heavy: torch (the checkpoint module); `flowgrpo eval --compare` starts without it
-    from flowgrpo.trainer.loop.checkpoint import list_checkpoints
+    # heavy: the config schema (the run folder's layout); `flowgrpo validate` starts without it
+    from flowgrpo.trainer.loop.rundir import list_checkpoints
 
     count = len(list_checkpoints(run_dir))
     if not count:

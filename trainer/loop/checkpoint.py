@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -24,10 +23,18 @@ import torch
 from peft import set_peft_model_state_dict
 from safetensors.torch import load_file
 
+from flowgrpo.trainer.loop.rundir import (
+    ADAPTER_DIR,
+    ADAPTER_WEIGHTS,
+    CHECKPOINT_NAME,
+    CHECKPOINT_TEMP,
+    STATE_FILE,
+    checkpoint_folders,
+    latest_checkpoint,
+    list_checkpoints,
+)
+
 logger = logging.getLogger(__name__)
-_NAME = re.compile(r"^checkpoint-(\d+)$")
-#: A save in progress (``tempfile.mkdtemp(prefix=".checkpoint-N.")``), renamed when complete.
-_TEMP = re.compile(r"^\.checkpoint-\d+\.")
 
 
 class CheckpointError(OSError):
@@ -66,7 +73,7 @@ def save_checkpoint(
     os.chmod(tmp, _folder_mode())  # mkdtemp makes 0700; a checkpoint follows the umask
     try:
         # the trained adapter only (a frozen reference copy, if loaded, is the start's)
-        model.save_pretrained(tmp / "adapter", selected_adapters=[model.active_adapter])
+        model.save_pretrained(tmp / ADAPTER_DIR, selected_adapters=[model.active_adapter])
         torch.save(
             {
                 "optimizer": optimizer.state_dict(),
@@ -75,7 +82,7 @@ def save_checkpoint(
                 "step": step,
                 "trainer": trainer_state,
             },
-            tmp / "trainer_state.pt",
+            tmp / STATE_FILE,
         )
         follow_umask(tmp)
         _fsync_dir(tmp)
@@ -136,50 +143,11 @@ def _fsync_dir(path: Path) -> None:
                 os.fsync(handle.fileno())
 
 
-def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
-    """Complete checkpoints (renamed into place), oldest first; temporary dirs are ignored, and
-    so is a folder that lost its state or its adapter weights (a delete cut short), so a
-    resume takes the last whole checkpoint before it."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        return []
-    found = []
-    for child in run_dir.iterdir():
-        match = _NAME.match(child.name)
-        whole = (child / "trainer_state.pt").is_file() and (
-            child / "adapter" / "adapter_model.safetensors"
-        ).is_file()
-        if match and whole:
-            found.append((int(match.group(1)), child))
-    return sorted(found)
-
-
-def checkpoint_folders(run_dir: str | Path) -> list[Path]:
-    """Every folder a save wrote in ``run_dir``: ``checkpoint-N`` (complete or not) and the
-    temporary ``.checkpoint-N.*`` of a killed save; never a name of the user's such as
-    ``checkpoint-notes.txt`` or ``checkpoint-1-backup``."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        return []
-    return sorted(
-        child
-        for child in run_dir.iterdir()
-        if (_NAME.match(child.name) or _TEMP.match(child.name))
-        and child.is_dir()
-        and not child.is_symlink()
-    )
-
-
-def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    found = list_checkpoints(run_dir)
-    return found[-1][1] if found else None
-
-
 def _swap_in(tmp: Path, final: Path) -> None:
     """Rename ``tmp`` to ``final``; a ``final`` already there (a finished run saving its last
     step again) is renamed aside first and removed after, so a kill leaves a whole copy under
     one of the two names (deleting it first could leave a half-deleted ``checkpoint-N``)."""
-    aside = final.with_name(f".{final.name}.old-{os.getpid()}")  # a _TEMP name: pruned if left
+    aside = final.with_name(f".{final.name}.old-{os.getpid()}")  # CHECKPOINT_TEMP: pruned if left
     if final.exists():
         os.replace(final, aside)
     try:
@@ -198,9 +166,9 @@ def _prune(run_dir: Path, keep: int) -> None:
         logger.info("deleted %s: logging.keep_checkpoints keeps the last %d", path.name, keep)
     newest, kept = (whole[-1][0] if whole else -1), {path for _, path in whole}
     for stale in checkpoint_folders(run_dir):  # leftovers of a killed save or prune
-        match = _NAME.match(stale.name)
+        match = CHECKPOINT_NAME.match(stale.name)
         older_part = match is not None and stale not in kept and int(match.group(1)) < newest
-        if _TEMP.match(stale.name) or older_part:
+        if CHECKPOINT_TEMP.match(stale.name) or older_part:
             shutil.rmtree(stale, ignore_errors=True)
 
 
@@ -208,10 +176,10 @@ def load_checkpoint(path: str | Path, model, optimizer, scheduler) -> dict:
     """Load adapter weights, optimizer, scheduler and RNG states; returns the trainer state."""
 
     path = Path(path)
-    adapter_file = path / "adapter" / "adapter_model.safetensors"
+    adapter_file = path / ADAPTER_DIR / ADAPTER_WEIGHTS
     if not adapter_file.is_file():
         raise FileNotFoundError(f"{path} is not a complete checkpoint (no {adapter_file.name})")
-    state_file = path / "trainer_state.pt"
+    state_file = path / STATE_FILE
     try:
         weights = load_file(str(adapter_file))
     except Exception as exc:  # safetensors raises its own error types
@@ -231,7 +199,7 @@ def load_checkpoint(path: str | Path, model, optimizer, scheduler) -> dict:
 
 def _unreadable(file: Path, exc: Exception) -> CheckpointError:
     """The error of a checkpoint file that does not load: it names the file and what to do."""
-    checkpoint = file.parent.parent if file.parent.name == "adapter" else file.parent
+    checkpoint = file.parent.parent if file.parent.name == ADAPTER_DIR else file.parent
     return CheckpointError(
         f"{file} does not load ({type(exc).__name__}: {str(exc)[:200]}): the checkpoint is "
         f"damaged; delete {checkpoint} to resume from the one before it, or start again",

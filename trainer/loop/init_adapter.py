@@ -17,6 +17,7 @@ from peft import LoraConfig, PeftModel
 from safetensors import safe_open
 
 from flowgrpo.trainer.loop.policy import count_parameters
+from flowgrpo.trainer.loop.rundir import adapter_folder
 
 logger = logging.getLogger(__name__)
 
@@ -26,10 +27,9 @@ HOW_TO_MAKE = "produce one with: flowgrpo sft --config CONFIG --out {path}"
 def adapter_dir(path: str | Path) -> Path:
     """The directory holding adapter_config.json (``path`` or ``path/adapter``), or
     ``FileNotFoundError`` naming ``model.init_adapter`` and how to make one."""
-    p = Path(path)
-    for candidate in (p, p / "adapter"):
-        if (candidate / "adapter_config.json").is_file():
-            return check_adapter_files(candidate)
+    found = adapter_folder(path)
+    if found is not None:
+        return check_adapter_files(found)
     raise FileNotFoundError(
         f"model.init_adapter: {path} holds no LoRA adapter (no adapter_config.json); "
         f"{HOW_TO_MAKE.format(path=path)}, or set model.init_adapter: null for a fresh adapter"

@@ -1,5 +1,7 @@
 """Run directories that never surprise: what a run directory holds, and the checks made before
-a run writes anything into one.
+a run writes anything into one. Reading a run folder imports no torch: its checkpoints are
+listed here (:func:`list_checkpoints`, :func:`latest_checkpoint`; ``checkpoint`` saves and
+loads them).
 
 * ``resume`` with no checkpoint in the directory is an error naming it (not a silent fresh start);
 * resuming with a config that changes the model or the adapter's shape (:data:`SHAPE_KEYS`) is an
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 from pathlib import Path
 
@@ -32,7 +35,6 @@ import yaml
 
 from flowgrpo.configuration import to_dict
 from flowgrpo.trainer.config import TrainConfig, load_config, save_config
-from flowgrpo.trainer.loop.checkpoint import checkpoint_folders, latest_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +48,14 @@ RUN_FILES = (METRICS_FILE, "samples.jsonl", CONFIG_FILE, "trackers.json")
 RUN_DIRS = ("tensorboard", "wandb", "plots")
 #: Names a cache file may not take (they are the run's own files or folders).
 _RESERVED = frozenset((*RUN_FILES, *RUN_DIRS, RUN_MARKER))
+#: A checkpoint's folder, ``checkpoint-N`` (its step), and what it holds: the trainer state and
+#: the adapter (``PeftModel.from_pretrained`` loads ``checkpoint-N/adapter``).
+CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d+)$")
+STATE_FILE = "trainer_state.pt"
+ADAPTER_DIR = "adapter"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+#: A save in progress (``tempfile.mkdtemp(prefix=".checkpoint-N.")``), renamed when complete.
+CHECKPOINT_TEMP = re.compile(r"^\.checkpoint-\d+\.")
 #: Config keys that decide the model and the adapter's shape: a checkpoint only fits these.
 SHAPE_KEYS = (
     "model.name_or_path",
@@ -60,6 +70,54 @@ _ADAPTER_KEYS = {"lora.r": "r", "lora.alpha": "lora_alpha", "lora.target_modules
 
 class RunDirError(ValueError):
     """A run directory that does not fit the request (the message says what to do)."""
+
+
+def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """Complete checkpoints (renamed into place), oldest first; temporary dirs are ignored, and
+    so is a folder that lost its state or its adapter weights (a delete cut short), so a
+    resume takes the last whole checkpoint before it."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    found = []
+    for child in run_dir.iterdir():
+        match = CHECKPOINT_NAME.match(child.name)
+        whole = (child / STATE_FILE).is_file() and (child / ADAPTER_DIR / ADAPTER_WEIGHTS).is_file()
+        if match and whole:
+            found.append((int(match.group(1)), child))
+    return sorted(found)
+
+
+def checkpoint_folders(run_dir: str | Path) -> list[Path]:
+    """Every folder a save wrote in ``run_dir``: ``checkpoint-N`` (complete or not) and the
+    temporary ``.checkpoint-N.*`` of a killed save; never a name of the user's such as
+    ``checkpoint-notes.txt`` or ``checkpoint-1-backup``."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    return sorted(
+        child
+        for child in run_dir.iterdir()
+        if (CHECKPOINT_NAME.match(child.name) or CHECKPOINT_TEMP.match(child.name))
+        and child.is_dir()
+        and not child.is_symlink()
+    )
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    found = list_checkpoints(run_dir)
+    return found[-1][1] if found else None
+
+
+def adapter_folder(path: str | Path) -> Path | None:
+    """The folder holding a LoRA adapter's ``adapter_config.json``: ``path`` itself (an adapter
+    folder, as ``flowgrpo sft`` writes one) or ``path/adapter`` (a checkpoint); None when
+    neither holds one."""
+    path = Path(path)
+    for candidate in (path, path / ADAPTER_DIR):
+        if (candidate / "adapter_config.json").is_file():
+            return candidate
+    return None
 
 
 def existing_run(run_dir: str | Path) -> list[str]:
@@ -85,7 +143,7 @@ def shape_changes(config: TrainConfig, run_dir: str | Path, checkpoint: Path | N
     saved = Path(run_dir) / CONFIG_FILE
     if saved.is_file():
         old.update(_flat(yaml.safe_load(saved.read_text(encoding="utf-8")) or {}))
-    adapter = checkpoint / "adapter" / "adapter_config.json" if checkpoint else None
+    adapter = checkpoint / ADAPTER_DIR / "adapter_config.json" if checkpoint else None
     if adapter is not None and adapter.is_file():
         peft = json.loads(adapter.read_text(encoding="utf-8"))
         old.update({key: peft[name] for key, name in _ADAPTER_KEYS.items() if name in peft})

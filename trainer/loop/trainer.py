@@ -23,13 +23,18 @@ from flowgrpo.rewards import RecentWorkflows
 from flowgrpo.trainer.config import TrainConfig
 from flowgrpo.trainer.loop import setup
 from flowgrpo.trainer.loop import step as steps
-from flowgrpo.trainer.loop.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from flowgrpo.trainer.loop.checkpoint import load_checkpoint, save_checkpoint
 from flowgrpo.trainer.loop.environment import RunEnvironment, build_environment
 from flowgrpo.trainer.loop.interrupt import RunAbandoned, StopOnSignal
 from flowgrpo.trainer.loop.metric_hooks import rollout_hook_metrics
 from flowgrpo.trainer.loop.policy import frozen_linear_weights, trainable_values
 from flowgrpo.trainer.loop.rollout import ProblemSampler
-from flowgrpo.trainer.loop.rundir import check_run_dir, finish_resume, start_run_dir
+from flowgrpo.trainer.loop.rundir import (
+    check_run_dir,
+    finish_resume,
+    latest_checkpoint,
+    start_run_dir,
+)
 from flowgrpo.trainer.loop.sampling_cache import SamplingCache
 from flowgrpo.trainer.loop.state import (
     StepState,

@@ -121,7 +121,7 @@ def load_run(path: str | Path | None):
     to; None without a path. ``ConfigError`` when its config.yaml is missing or does not load."""
     if path is None:
         return None
-    # heavy: torch (the loop package); `flowgrpo eval --compare` starts without it
+    # heavy: the config schema; `flowgrpo validate` starts without it
     from flowgrpo.trainer.loop.rundir import load_run_config
 
     try:
@@ -252,8 +252,8 @@ def evaluate_run(
     first, with the base model loaded once: ``{"run_dir", "checkpoints": [{"step",
     "checkpoint", **result}, ...]}``, each checkpoint's result that of ``flowgrpo eval
     --adapter`` of it. ``ConfigError`` when there is no checkpoint."""
-    # heavy: torch (the checkpoint module); `flowgrpo eval --compare` starts without it
-    from flowgrpo.trainer.loop.checkpoint import list_checkpoints
+    # heavy: the config schema (the run folder's layout); `flowgrpo validate` starts without it
+    from flowgrpo.trainer.loop.rundir import list_checkpoints
 
     checkpoints = list_checkpoints(run_dir)
     if not checkpoints:

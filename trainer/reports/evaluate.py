@@ -141,9 +141,11 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def adapter_dir(checkpoint: str | Path) -> Path:
     """The adapter folder of ``RUN_DIR/checkpoint-N`` (or the adapter folder itself);
     ``FileNotFoundError`` naming what to pass when there is none."""
-    path = Path(checkpoint)
-    path = path / "adapter" if (path / "adapter").is_dir() else path
-    if not (path / "adapter_config.json").is_file():
+    # the run folder's layout imports the config schema; `flowgrpo validate` starts without it
+    from flowgrpo.trainer.loop.rundir import adapter_folder
+
+    path = adapter_folder(checkpoint)
+    if path is None:
         raise FileNotFoundError(
             f"{checkpoint}: no adapter here; pass RUN_DIR/checkpoint-N "
             "(it holds adapter/adapter_config.json)"

@@ -22,12 +22,8 @@ from trainer_fakes import FREE, mixed, text_rollout
 from flowgrpo.operators.backends.scripted import ScriptedBackend
 from flowgrpo.trainer.config import load_config
 from flowgrpo.trainer.loop import step as step_mod
-from flowgrpo.trainer.loop.checkpoint import (
-    CheckpointError,
-    latest_checkpoint,
-    list_checkpoints,
-    load_checkpoint,
-)
+from flowgrpo.trainer.loop.checkpoint import CheckpointError, load_checkpoint
+from flowgrpo.trainer.loop.rundir import latest_checkpoint, list_checkpoints
 from flowgrpo.trainer.loop.trainer import Trainer
 
 pytestmark = pytest.mark.slow

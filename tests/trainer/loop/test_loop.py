@@ -184,11 +184,12 @@ def test_checkpoint_loads_with_peft_and_resume_continues(tmp_path, monkeypatch):
 
 def test_a_failed_save_leaves_the_last_good_checkpoint(tmp_path, monkeypatch):
     import flowgrpo.trainer.loop.checkpoint as ckpt
+    from flowgrpo.trainer.loop.rundir import latest_checkpoint
 
     monkeypatch.setattr(step_mod, "generate_rollout", text_rollout(mixed()))
     trainer = Trainer(tiny_config(tmp_path, "optim.max_steps=1"), executor=executor())
     trainer.train()
-    good = ckpt.latest_checkpoint(tmp_path)
+    good = latest_checkpoint(tmp_path)
     assert good.name == "checkpoint-1"
 
     def killed(*args, **kwargs):
@@ -198,7 +199,7 @@ def test_a_failed_save_leaves_the_last_good_checkpoint(tmp_path, monkeypatch):
     trainer.step = 2
     with pytest.raises(KeyboardInterrupt):
         trainer._save()
-    assert ckpt.latest_checkpoint(tmp_path) == good
+    assert latest_checkpoint(tmp_path) == good
     assert not list(tmp_path.glob(".checkpoint-*")), "temporary directory removed"
 
 

@@ -1,8 +1,10 @@
 """Run-directory details below the CLI: checkpoint folders follow the umask (mkdtemp's 0700
-would hide them from the group)."""
+would hide them from the group); what a run folder holds is read without torch."""
 
 import os
 import stat
+import subprocess
+import sys
 
 import pytest
 
@@ -10,7 +12,13 @@ from flowgrpo.operators.models import build_tiny_model
 from flowgrpo.trainer.config import LoraSettings
 from flowgrpo.trainer.loop.checkpoint import save_checkpoint
 from flowgrpo.trainer.loop.policy import wrap_lora
-from flowgrpo.trainer.loop.rundir import existing_run
+from flowgrpo.trainer.loop.rundir import (
+    adapter_folder,
+    checkpoint_folders,
+    existing_run,
+    latest_checkpoint,
+    list_checkpoints,
+)
 
 
 @pytest.mark.parametrize("umask, mode", [(0o027, 0o750), (0o022, 0o755)])
@@ -48,6 +56,52 @@ def test_saving_a_step_again_keeps_a_whole_copy_and_clears_a_prune_cut_short(tmp
     assert (path / "trainer_state.pt").is_file()
     assert (path / "adapter" / "adapter_model.safetensors").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-2"]
+
+
+def _checkpoint(run_dir, name, state=True, weights=True):
+    """A checkpoint folder laid out by hand (what a save writes, without saving)."""
+    folder = run_dir / name
+    (folder / "adapter").mkdir(parents=True)
+    (folder / "adapter" / "adapter_config.json").write_text("{}")
+    if weights:
+        (folder / "adapter" / "adapter_model.safetensors").write_bytes(b"w")
+    if state:
+        (folder / "trainer_state.pt").write_bytes(b"s")
+    return folder
+
+
+def test_the_listing_takes_whole_checkpoints_in_step_order(tmp_path):
+    for step in (2, 10, 9):
+        _checkpoint(tmp_path, f"checkpoint-{step}")
+    _checkpoint(tmp_path, "checkpoint-11", weights=False)  # a delete cut short
+    _checkpoint(tmp_path, "checkpoint-12", state=False)
+    _checkpoint(tmp_path, ".checkpoint-13.abc")  # a save in progress
+    _checkpoint(tmp_path, "checkpoint-1-backup")  # the user's
+    (tmp_path / "checkpoint-notes.txt").write_text("mine")
+    assert [step for step, _ in list_checkpoints(tmp_path)] == [2, 9, 10]  # 10 after 9, not 1
+    assert latest_checkpoint(tmp_path) == tmp_path / "checkpoint-10"
+    assert [p.name for p in checkpoint_folders(tmp_path)] == [
+        ".checkpoint-13.abc", "checkpoint-10", "checkpoint-11", "checkpoint-12", "checkpoint-2",
+        "checkpoint-9",
+    ]  # fmt: skip
+    assert latest_checkpoint(tmp_path / "absent") is None
+
+
+def test_an_adapter_is_found_in_its_folder_or_a_checkpoints(tmp_path):
+    checkpoint = _checkpoint(tmp_path, "checkpoint-3")
+    assert adapter_folder(checkpoint) == checkpoint / "adapter"
+    assert adapter_folder(checkpoint / "adapter") == checkpoint / "adapter"
+    assert adapter_folder(tmp_path) is None
+
+
+def test_reading_a_run_folder_imports_no_torch():
+    # `flowgrpo eval --all` and the reports list checkpoints; a listing is reading folders
+    code = (
+        "import sys, flowgrpo.trainer.loop.rundir\n"
+        "print(sorted(m for m in ('torch', 'peft', 'safetensors') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 class _NoOptimizer:

@@ -150,7 +150,7 @@ def test_bar_charts_are_png_files(sample_file, tmp_path):
 
 
 RUN_OUTPUTS = [
-    "Custom -> Whisper",  # the run's own operator: unknown to the default table
+    "Custom -> Hush",  # the run's own operator: unknown to the default table
     "[Custom, Custom, Custom] -> MdEnsemble",  # 3 + 3 votes: over the run's budget of 4
     "Custom -> Format",
 ]
@@ -161,7 +161,7 @@ def run_dir(tmp_path):
     """A run whose config declares an operator and a call budget of 4, and its samples."""
     from flowgrpo.trainer.config import load_config, save_config
 
-    overrides = ("operators=[{name: Whisper, role: refiner, prompt: 'Say it softly.'}]",
+    overrides = ("operators=[{name: Hush, role: refiner, prompt: 'Say it softly.'}]",
                  "executor.max_calls=4")  # fmt: skip
     save_config(load_config("configs/tiny.yaml", overrides), tmp_path / "config.yaml")
     rows = [{"step": 1, "completion": text} for text in RUN_OUTPUTS]
@@ -182,8 +182,8 @@ def _analyze(*args):
 def test_a_runs_samples_are_validated_as_its_reward_validated_them(run_dir):
     report = _analyze(str(run_dir), "--plots", str(run_dir / "charts"))
     assert report["valid"] == 2 and report["invalid"] == 1
-    assert {t["name"] for t in report["top"]} == {"Custom -> Whisper", "Custom -> Format"}
-    assert {"name": "Whisper", "count": 1, "share": 0.5} in report["operators"]
+    assert {t["name"] for t in report["top"]} == {"Custom -> Hush", "Custom -> Format"}
+    assert {"name": "Hush", "count": 1, "share": 0.5} in report["operators"]
     assert report["validated_with"].startswith("config.yaml (the run's operators, 4 executor")
     other = _analyze("--samples", str(run_dir / "samples.jsonl"))  # any file: the defaults
     assert other["valid"] == 2 and other["invalid"] == 1
