@@ -47,6 +47,11 @@ def finite_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def whole_number(value: Any) -> bool:
+    """An int that is not a bool (``True`` is an int to Python, never a count to a config)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def from_dict(cls: type[T], data: Any, path: str = "", base: T | None = None) -> T:
     """Build dataclass ``cls`` from a nested mapping; unknown keys raise with a suggestion.
 

@@ -165,7 +165,7 @@ DEVICE_HELP = models.DEVICES + "."
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-def resolve_device(device: str) -> str:
+def device_option(device: str) -> str:
     """``--device`` as a torch device string (``operators.models.resolve_device``), or a
     one-line error, exit 2."""
     try:

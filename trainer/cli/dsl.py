@@ -16,10 +16,10 @@ from flowgrpo.operators.interpreter import describe, run_workflows
 from flowgrpo.plugins import import_plugins
 from flowgrpo.trainer.cli.common import (
     build_cli_executor,
+    device_option,
     fail,
     load_problems,
     progress,
-    resolve_device,
     status,
 )
 from flowgrpo.trainer.cli.evaluate import run_config_of
@@ -124,7 +124,7 @@ def run_workflow_command(
     if not domain_report.ok:
         click.echo(format_report(domain_report), err=True)
         sys.exit(1)
-    device = resolve_device(device)
+    device = device_option(device)
     budget = executor_max_new_tokens
     llm, limits = executor_of(run, executor, model, base_url, device, dtype, budget)
     start = time.time()

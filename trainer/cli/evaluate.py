@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from flowgrpo.trainer.cli.common import fail, progress, resolve_device, status
+from flowgrpo.trainer.cli.common import device_option, fail, progress, status
 from flowgrpo.trainer.reports.eval_all import (
     JSON_FILE,
     format_table,
@@ -159,7 +159,7 @@ def eval_options(o: dict) -> EvalOptions:
     """The :class:`EvalOptions` of the command's options (``--device`` checked here)."""
     return EvalOptions(
         task=o["task"], n=o["n"], k=o["k"], model=o["model"], dtype=o["dtype"],
-        device=resolve_device(o["device"]), max_new_tokens=o["max_new_tokens"],
+        device=device_option(o["device"]), max_new_tokens=o["max_new_tokens"],
         temperature=o["temperature"], execute=not o["no_execute"], executor=o["executor"],
         base_url=o["base_url"], executor_model=o["executor_model"],
         executor_max_new_tokens=o["executor_max_new_tokens"], constrained=o["constrained"],

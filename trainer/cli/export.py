@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from flowgrpo.trainer.cli.common import fail, resolve_device, status
+from flowgrpo.trainer.cli.common import device_option, fail, status
 
 
 def export_command(checkpoint, merge, base, device, dtype, overwrite) -> None:
@@ -15,7 +15,7 @@ def export_command(checkpoint, merge, base, device, dtype, overwrite) -> None:
         fail("give --merge OUT: the folder to write the model to")
     if (checkpoint is None) == (base is None):
         fail("give a CHECKPOINT (RUN_DIR/checkpoint-N) or --base MODEL, one of the two")
-    device = resolve_device(device)
+    device = device_option(device)
     # heavy: torch, transformers and peft; `flowgrpo validate` starts without them
     from flowgrpo.trainer.reports.export import export_base, export_merged
 

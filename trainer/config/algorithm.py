@@ -7,11 +7,10 @@ loading a config imports no torch.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from flowgrpo.configuration import check, finite_number
+from flowgrpo.configuration import check, finite_number, whole_number
 
 __all__ = ["AlgorithmConfig", "EntropyControl", "LossConfig"]
 
@@ -99,10 +98,6 @@ class LossConfig:
         )
 
 
-def _real(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 _UNIT = "use a value in [0, 1): the ratio floor 1 - epsilon must stay positive"
 _SHARE = "a share of tokens: use a value in (0, 1]"
 _NONNEG = "use a finite number >= 0"
@@ -110,23 +105,23 @@ _NONNEG = "use a finite number >= 0"
 _RULES: tuple[tuple[str, Callable[[object], bool], str], ...] = (
     (
         "max_new_tokens",
-        lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+        lambda v: v is None or (whole_number(v) and v >= 1),
         "use the rollout's generation budget, an int >= 1",
     ),
-    ("epsilon_low", lambda v: _real(v) and 0 <= v < 1, _UNIT),
-    ("epsilon_high", lambda v: _real(v) and v >= 0, _NONNEG),
-    ("gspo_epsilon_low", lambda v: _real(v) and 0 <= v < 1, _UNIT),
-    ("gspo_epsilon_high", lambda v: _real(v) and v >= 0, _NONNEG),
-    ("clip_cov_ratio", lambda v: _real(v) and 0 < v <= 1, _SHARE),
-    ("clip_cov_lb", _real, "use a finite number"),
-    ("clip_cov_ub", _real, "use a finite number"),
-    ("kl_cov_ratio", lambda v: _real(v) and 0 < v <= 1, _SHARE),
-    ("kl_cov_coef", lambda v: _real(v) and v >= 0, _NONNEG),
-    ("beta", lambda v: _real(v) and v >= 0, _NONNEG),
-    ("entropy_coef", _real, "use a finite number (> 0 raises entropy, < 0 lowers it)"),
+    ("epsilon_low", lambda v: finite_number(v) and 0 <= v < 1, _UNIT),
+    ("epsilon_high", lambda v: finite_number(v) and v >= 0, _NONNEG),
+    ("gspo_epsilon_low", lambda v: finite_number(v) and 0 <= v < 1, _UNIT),
+    ("gspo_epsilon_high", lambda v: finite_number(v) and v >= 0, _NONNEG),
+    ("clip_cov_ratio", lambda v: finite_number(v) and 0 < v <= 1, _SHARE),
+    ("clip_cov_lb", finite_number, "use a finite number"),
+    ("clip_cov_ub", finite_number, "use a finite number"),
+    ("kl_cov_ratio", lambda v: finite_number(v) and 0 < v <= 1, _SHARE),
+    ("kl_cov_coef", lambda v: finite_number(v) and v >= 0, _NONNEG),
+    ("beta", lambda v: finite_number(v) and v >= 0, _NONNEG),
+    ("entropy_coef", finite_number, "use a finite number (> 0 raises entropy, < 0 lowers it)"),
     (
         "top_entropy_frac",
-        lambda v: v is None or (_real(v) and 0 < v <= 1),
+        lambda v: v is None or (finite_number(v) and 0 < v <= 1),
         "use None (all tokens) or a fraction in (0, 1], e.g. 0.2",
     ),
     ("mask_truncated", lambda v: isinstance(v, bool), "use true or false"),

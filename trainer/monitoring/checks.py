@@ -13,15 +13,12 @@ import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 
+from flowgrpo.configuration import whole_number
 from flowgrpo.trainer.monitoring.alerts import Alert, register_check
 from flowgrpo.trainer.monitoring.collapse import collapse_at
 from flowgrpo.trainer.monitoring.health_config import HealthConfig
 
 _ZERO = 1e-12  # |x| at or below this counts as exactly zero (loss, grad_norm)
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _num(line: Mapping, key: str) -> float | None:
@@ -34,7 +31,7 @@ def _num(line: Mapping, key: str) -> float | None:
 def _step(history: Sequence[Mapping], index: int = -1) -> int:
     index = index % len(history)
     step = history[index].get("step")
-    return step if _is_int(step) else index
+    return step if whole_number(step) else index
 
 
 def _tail(history: Sequence[Mapping], n: int) -> list[Mapping] | None:  # None: fewer lines

@@ -44,7 +44,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from flowgrpo.configuration import check
+from flowgrpo.configuration import check, finite_number, whole_number
 
 logger = logging.getLogger(__name__)
 
@@ -69,10 +69,6 @@ __all__ = [
 _EPS = 1e-9  # 0.6 - 0.3 == 0.29999999999999993: compare effect sizes with this slack
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 @dataclass(frozen=True)
 class CollapseRule:
     """When an update counts as update → collapse (see the module docstring for the formula).
@@ -94,18 +90,18 @@ class CollapseRule:
         for name in ("fallback_jump", "validity_drop"):
             value = getattr(self, name)
             check(
-                _is_number(value) and 0 < value <= 1,
+                finite_number(value) and 0 < value <= 1,
                 f"CollapseRule.{name}",
                 f"must be a number in (0, 1] (an absolute change of a rate), got {value!r}",
             )
         check(
-            _is_number(self.alpha) and 0 < self.alpha <= 0.5,
+            finite_number(self.alpha) and 0 < self.alpha <= 0.5,
             "CollapseRule.alpha",
             f"must be a significance level in (0, 0.5], e.g. 0.01, got {self.alpha!r}",
         )
         n = self.min_completions
         check(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 2,
+            whole_number(n) and n >= 2,
             "CollapseRule.min_completions",
             f"must be an integer >= 2 (completions per rollout), got {n!r}",
         )
@@ -234,7 +230,7 @@ def rates_of(line: Mapping) -> tuple[float, float] | None:
     values = []
     for key in ("fallback_rate", "validity_rate"):
         value = line.get(key)
-        if not _is_number(value) or not 0 <= value <= 1:
+        if not finite_number(value) or not 0 <= value <= 1:
             return None
         values.append(float(value))
     return values[0], values[1]
@@ -242,7 +238,7 @@ def rates_of(line: Mapping) -> tuple[float, float] | None:
 
 def _count(value) -> int | None:
     # a mean over processes can be fractional: round down (a smaller n is the cautious side)
-    if not _is_number(value) or value < 1:
+    if not finite_number(value) or value < 1:
         return None
     return int(value)
 

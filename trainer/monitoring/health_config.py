@@ -7,12 +7,11 @@ the checks so that they can name the config type).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Literal, get_args
 
-from flowgrpo.configuration import check, from_dict
+from flowgrpo.configuration import check, finite_number, from_dict, whole_number
 from flowgrpo.trainer.monitoring.alerts import HEALTH_CHECKS, check_names
 from flowgrpo.trainer.monitoring.collapse import CollapseRule
 
@@ -20,14 +19,6 @@ __all__ = ["GUARD_MODES", "GuardMode", "HealthConfig"]
 
 GuardMode = Literal["off", "warn", "rollback"]
 GUARD_MODES: tuple[str, ...] = get_args(GuardMode)
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_num(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True)
@@ -165,30 +156,33 @@ class HealthConfig:
 
 
 def _steps(value, _config) -> bool:
-    return _is_int(value) and value >= 1
+    return whole_number(value) and value >= 1
 
 
 def _fraction(value, _config) -> bool:
-    return _is_num(value) and 0 < value <= 1
+    return finite_number(value) and 0 < value <= 1
 
 
 def _share(value, _config) -> bool:
-    return _is_num(value) and 0 <= value <= 1
+    return finite_number(value) and 0 <= value <= 1
 
 
 _STEPS = "an integer >= 1 (a number of consecutive steps)"
 _RULES = {
-    "entropy_min": (lambda v, c: _is_num(v) and v >= 0, "a number >= 0 (nats; 0 disables it)"),
+    "entropy_min": (
+        lambda v, c: finite_number(v) and v >= 0,
+        "a number >= 0 (nats; 0 disables it)",
+    ),
     "deadlock_steps": (_steps, _STEPS),
     "frozen_length_steps": (_steps, _STEPS),
     "zero_grad_steps": (_steps, _STEPS),
     "step_time_collapse_ratio": (
-        lambda v, c: _is_num(v) and 0 <= v < 1,
+        lambda v, c: finite_number(v) and 0 <= v < 1,
         "a fraction in [0, 1) (0 disables the check)",
     ),
     "step_time_warmup": (_steps, "an integer >= 1 (previous steps before the check starts)"),
     "step_time_window": (
-        lambda v, c: _is_int(v) and v >= c.step_time_warmup,
+        lambda v, c: whole_number(v) and v >= c.step_time_warmup,
         "an integer >= step_time_warmup",
     ),
     "adv_extreme_max": (_share, "a share in [0, 1] (1 disables the check)"),
@@ -199,11 +193,11 @@ _RULES = {
     "collapse_fallback_jump": (_fraction, "an absolute change in (0, 1]"),
     "collapse_validity_drop": (_fraction, "an absolute change in (0, 1]"),
     "collapse_alpha": (
-        lambda v, c: _is_num(v) and 0 < v <= 0.5,
+        lambda v, c: finite_number(v) and 0 < v <= 0.5,
         "a significance level in (0, 0.5], e.g. 0.01",
     ),
     "collapse_min_completions": (
-        lambda v, c: _is_int(v) and v >= 2,
+        lambda v, c: whole_number(v) and v >= 2,
         "an integer >= 2 (completions per rollout)",
     ),
     "guard": (lambda v, c: v in GUARD_MODES, f"one of {', '.join(GUARD_MODES)}"),
