@@ -239,6 +239,11 @@ def _implemented(spec: OperatorSpec, how: tuple | None, table: OperatorTable) ->
             "give prompt (a template) or function ('pkg.mod:fn'), or register an "
             "implementation in a plugin module"
         )
+    return _declared(spec, table)
+
+
+def _declared(spec: OperatorSpec, table: OperatorTable) -> OperatorTable:
+    """``table`` with ``spec`` declared (nothing registered); the same spec again is a no-op."""
     if spec.name not in table:
         return table.extend(spec)
     if table[spec.name] != spec:
@@ -280,13 +285,16 @@ def remove_operator(name: str) -> None:
 
 
 def load_extensions(
-    plugins: Sequence[str] = (), operators: Sequence[Mapping] = ()
+    plugins: Sequence[str] = (), operators: Sequence[Mapping] = (), *, implement: bool = True
 ) -> OperatorTable:
     """What the training config's ``plugins:`` and ``operators:`` keys do when a run environment
     is built, in this order: import each plugin (:mod:`flowgrpo.plugins`; their registrations
     run), then implement each operator record. Returns the run's operator table: the
     process-wide one (AFlow's set plus what plugins declared) extended with the records, which
-    are NOT declared process-wide. Idempotent. Errors raise
+    are NOT declared process-wide. Idempotent. ``implement`` False: the records are only
+    declared in the returned table, no implementation registered and no ``function:`` imported
+    (what validating a run's outputs needs: ``flowgrpo analyze``; two runs that implement one
+    name differently then load in one process). Errors raise
     :class:`~flowgrpo.configuration.ConfigError` naming ``plugins[i]`` / ``operators[i]``."""
     if isinstance(plugins, str) or not isinstance(plugins, (list, tuple)):
         raise ConfigError(f"plugins: expected a list of modules or .py files, got {plugins!r}")
@@ -302,7 +310,7 @@ def load_extensions(
         for i, record in enumerate(operators or []):
             spec, how = _parse_record(record, f"operators[{i}]")
             try:
-                table = _implemented(spec, how, table)
+                table = _implemented(spec, how, table) if implement else _declared(spec, table)
             except ValueError as exc:
                 raise ValueError(f"operators[{i}]: {exc}") from None
     except ValueError as exc:

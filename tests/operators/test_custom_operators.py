@@ -161,3 +161,21 @@ def test_calls_in_records(cleanup):
         ):
             register_operators([{"name": "B2", "role": "refiner", "function": "m:f", "calls": bad}])
     assert "P2" not in OPERATORS and "B2" not in OPERATORS
+
+
+def test_records_declared_without_implementing_them():
+    """What validating a run's outputs needs: the table, nothing registered or imported."""
+    from flowgrpo.operators.custom import load_extensions
+    from flowgrpo.operators.ops import OPERATOR_IMPLS
+
+    records = [
+        {"name": "Murmur", "role": "refiner", "prompt": "Say {solution} softly."},
+        {"name": "Shout", "role": "refiner", "function": "tests_plugin_missing.mod:fn"},
+    ]
+    table = load_extensions((), records, implement=False)
+    assert table["Murmur"].role == "refiner" and "Shout" in table
+    assert validate("Custom -> Murmur -> Shout", domain="qa", operators=table).ok
+    assert "Murmur" not in OPERATOR_IMPLS and "Shout" not in OPERATOR_IMPLS
+    assert "Murmur" not in OPERATORS  # nor declared process-wide
+    other = [{"name": "Murmur", "role": "refiner", "prompt": "Whisper {solution}."}]
+    assert load_extensions((), other, implement=False)["Murmur"].role == "refiner"

@@ -51,8 +51,9 @@ class Validation:
 
 def run_validation(run_dir: str | Path) -> Validation:
     """How the run in ``run_dir`` validated its samples: from its ``config.yaml``, the
-    operator table of its ``plugins:`` and ``operators:`` (imported and built as the run built
-    them) and its executor's static call count; the defaults when there is no config.yaml.
+    operator table of its ``plugins:`` and ``operators:`` (its plugins imported, its records
+    declared in the table: validating needs no implementation) and its executor's static call
+    count; the defaults when there is no config.yaml.
     A config that does not load raises ``ValueError`` naming the file."""
     # heavy: the config schema and the run's plugins, only for a run's own samples
     from flowgrpo.operators.custom import load_extensions
@@ -64,7 +65,7 @@ def run_validation(run_dir: str | Path) -> Validation:
         return Validation()
     try:
         cfg = load_config(path)
-        table = load_extensions(cfg.plugins, cfg.operators)
+        table = load_extensions(cfg.plugins, cfg.operators, implement=False)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc} (fix it, or analyze with --samples FILE)") from None
     limits = executor_limits(cfg.executor).static_limits()

@@ -193,6 +193,26 @@ def test_a_runs_samples_are_validated_as_its_reward_validated_them(run_dir):
     assert other["validated_with"].startswith("the default operators")
 
 
+def test_two_runs_that_implement_one_operator_differently_analyze_in_one_process(
+    run_dir, tmp_path_factory
+):
+    """analyze validates against a run's operator table: it registers no implementation, so a
+    second run whose Hush is another prompt is analyzed in the same process, as is the first
+    again."""
+    from flowgrpo.trainer.config import load_config, save_config
+
+    second = tmp_path_factory.mktemp("second")
+    overrides = ("operators=[{name: Hush, role: refiner, prompt: 'Say it loudly.'}]",)
+    save_config(load_config("configs/tiny.yaml", overrides), second / "config.yaml")
+    (second / "samples.jsonl").write_text(json.dumps({"step": 1, "completion": RUN_OUTPUTS[0]}))
+    for folder, valid in ((run_dir, 2), (second, 1), (run_dir, 2)):
+        report = _analyze(str(folder), "--plots", str(folder / "charts"))
+        assert report["valid"] == valid
+        assert {"name": "Hush", "count": 1} in [
+            {"name": o["name"], "count": o["count"]} for o in report["operators"]
+        ]
+
+
 def test_a_run_config_that_does_not_load_is_named(run_dir):
     from click.testing import CliRunner
 
