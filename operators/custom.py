@@ -60,8 +60,8 @@ from flowgrpo.operators.ops import (
     _letter,
     _majority,
     _one,
-    extract_code,
     parse_verdict,
+    solution_code,
 )
 from flowgrpo.operators.state import OpGen, State
 from flowgrpo.plugins import import_plugin
@@ -137,7 +137,7 @@ def prompt_operator(name: str, role: str, template: str, default_instruction: st
             state.solution = cands[index] if index is not None else _majority(cands)
         else:  # generator, refiner
             code = state.problem.domain == "code"
-            state.solution = extract_code(reply) if code else reply.strip()
+            state.solution = solution_code(reply) if code else reply.strip()
 
     run.__name__ = run.__qualname__ = f"prompt_operator_{name}"
     run.__module__ = __name__

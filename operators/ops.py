@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from flowgrpo.dsl import DOMAINS, OPERATORS, OperatorSpec, declare_operator
 from flowgrpo.operators import prompts
-from flowgrpo.operators.checkers import extract_code as _extract_code
+from flowgrpo.operators.checkers import extract_code
 from flowgrpo.operators.llm import GenerationRequest, Message, RequestContext
 from flowgrpo.operators.state import Ask, OpGen, RunCode, State
 from flowgrpo.registry import Registry
@@ -141,9 +141,10 @@ def _one(state: State, op: str, text: str, settings: OpSettings) -> OpGen:
     return result.text
 
 
-def extract_code(text: str) -> str:
-    """The code in a model answer (see :func:`operators.checkers.extract_code`), stripped."""
-    return _extract_code(text).strip()
+def solution_code(text: str) -> str:
+    """What a code-writing operator keeps as the solution: the code in its answer
+    (:func:`operators.checkers.extract_code`), stripped."""
+    return extract_code(text).strip()
 
 
 # --------------------------------------------------------------------------- generators
@@ -169,7 +170,7 @@ def programmer(state: State, instruction: str | None, settings: OpSettings) -> O
     error = code = None
     for _ in range(1 + settings.programmer_retries):
         text = prompts.programmer(state.problem.question, instruction, error, code)
-        code = extract_code((yield from _one(state, "Programmer", text, settings)))
+        code = solution_code((yield from _one(state, "Programmer", text, settings)))
         program = f"{code}\n\nprint(solve())\n"
         (run,) = yield [RunCode("Programmer", program, timeout_s=settings.code_timeout_s)]
         if run.ok and run.stdout.strip():
@@ -183,7 +184,7 @@ def programmer(state: State, instruction: str | None, settings: OpSettings) -> O
 def custom_code_generate(state: State, instruction: str | None, settings: OpSettings) -> OpGen:
     p = state.problem
     text = prompts.code_generate(p.question, instruction, p.entry_point)
-    state.solution = extract_code((yield from _one(state, "CustomCodeGenerate", text, settings)))
+    state.solution = solution_code((yield from _one(state, "CustomCodeGenerate", text, settings)))
 
 
 # --------------------------------------------------------------------------- ensemblers
@@ -308,7 +309,7 @@ def test(state: State, instruction: str | None, settings: OpSettings) -> OpGen:
         if state.passed or round_ == settings.test_fix_rounds:
             return
         text = prompts.fix_code(state.problem.question, state.solution, failures)
-        state.solution = extract_code((yield from _one(state, "Test", text, settings)))
+        state.solution = solution_code((yield from _one(state, "Test", text, settings)))
 
 
 # --------------------------------------------------------------------------- refiners
@@ -319,7 +320,7 @@ def revise(state: State, instruction: str | None, settings: OpSettings) -> OpGen
     p = state.problem
     text = prompts.revise(p.question, state.solution, state.feedback, instruction)
     output = yield from _one(state, "Revise", text, settings)
-    state.solution = extract_code(output) if p.domain == "code" else output
+    state.solution = solution_code(output) if p.domain == "code" else output
 
 
 @register_operator("Format")
