@@ -224,7 +224,7 @@ def train_and_eval(args, seed: int, base, world=None) -> dict:
     from flowgrpo.trainer.loop.rundir import latest_checkpoint
     from flowgrpo.trainer.loop.trainer import Trainer
     from flowgrpo.trainer.reports.diagnose import read_jsonl
-    from flowgrpo.trainer.reports.evaluate import adapter_dir
+    from flowgrpo.trainer.reports.evaluate import checkpoint_adapter
 
     if args.threads is not None:  # --jobs > 1: run_pool set it already
         torch.set_num_threads(args.threads)
@@ -242,7 +242,7 @@ def train_and_eval(args, seed: int, base, world=None) -> dict:
                 "same command with --resume to continue (this seed starts again)."
             )
     checkpoint = latest_checkpoint(run_dir)
-    policy = PeftModel.from_pretrained(copy.deepcopy(base[0]), str(adapter_dir(checkpoint)))
+    policy = PeftModel.from_pretrained(copy.deepcopy(base[0]), str(checkpoint_adapter(checkpoint)))
     history = read_jsonl(run_dir / "metrics.jsonl")
     evaluated = held_out(cfg, policy, base[1], args)
     if "choice" in evaluated:  # issue 40: flowgrpo search with the run's own executor calls

@@ -30,7 +30,7 @@ from flowgrpo.trainer.reports.eval_run import (
     load_run,
     no_checkpoints,
 )
-from flowgrpo.trainer.reports.evaluate import adapter_dir, format_eval
+from flowgrpo.trainer.reports.evaluate import checkpoint_adapter, format_eval
 from flowgrpo.trainer.reports.evaluate import compare as compare_results
 
 #: What the library raises for bad input (a file, a config, a plugin): one line, exit 2.
@@ -103,7 +103,7 @@ def _target(adapter, base, run_dir, search):
         fail("give the checkpoint once: flowgrpo eval RUN_DIR/checkpoint-N, or --adapter")
     if run_dir:
         try:
-            adapter_dir(run_dir)
+            checkpoint_adapter(run_dir)
         except FileNotFoundError as exc:
             fail(f"{exc}; or every checkpoint of a run: flowgrpo eval {run_dir} --all")
     adapter = adapter or run_dir

@@ -29,7 +29,7 @@ from flowgrpo.trainer.loop.metric_hooks import start_hooks
 from flowgrpo.trainer.reports.evaluate import (
     EvalSettings,
     ModelSpec,
-    adapter_dir,
+    checkpoint_adapter,
     evaluate,
     load_base_model,
     settings_of_run,
@@ -171,7 +171,7 @@ class EvalSession:
     def load(self, adapter: str | Path | None = None) -> None:
         """Load the base model (once), with ``adapter`` (RUN_DIR/checkpoint-N or an adapter
         folder) when given; build the executor and start the plugins' metrics hooks."""
-        path = adapter_dir(adapter) if adapter is not None else None
+        path = checkpoint_adapter(adapter) if adapter is not None else None
         logger.info("loading %r (%s, %s)", self.spec.name_or_path, self.spec.dtype, self.device)
         self.model, self.tokenizer = load_base_model(self.spec, self.device)  # padded
         if path is not None:
@@ -200,7 +200,7 @@ class EvalSession:
     def use_checkpoint(self, checkpoint: str | Path) -> None:
         """Make ``checkpoint``'s adapter the active one (loaded beside the base weights, which
         stay as they are); the adapter active before is deleted."""
-        path = adapter_dir(checkpoint)
+        path = checkpoint_adapter(checkpoint)
         if path == self.adapter:
             return
         if self.adapter is None:
@@ -280,7 +280,11 @@ def _start_row(session: EvalSession, run, progress) -> dict:
     if init:
         session.use_checkpoint(init)
         logger.info("evaluating the start adapter %s", init)
-        return {"step": 0, "checkpoint": str(adapter_dir(init)), **session.evaluate(progress)}
+        return {
+            "step": 0,
+            "checkpoint": str(checkpoint_adapter(init)),
+            **session.evaluate(progress),
+        }
     logger.info("evaluating the start: the base model")
     with session.model.disable_adapter():
         result = session.evaluate(progress)

@@ -138,7 +138,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def adapter_dir(checkpoint: str | Path) -> Path:
+def checkpoint_adapter(checkpoint: str | Path) -> Path:
     """The adapter folder of ``RUN_DIR/checkpoint-N`` (or the adapter folder itself);
     ``FileNotFoundError`` naming what to pass when there is none."""
     # the run folder's layout imports the config schema; `flowgrpo validate` starts without it

@@ -23,7 +23,7 @@ from peft import PeftModel
 
 from flowgrpo.trainer.loop.checkpoint import follow_umask
 from flowgrpo.trainer.loop.rundir import load_run_config
-from flowgrpo.trainer.reports.evaluate import ModelSpec, adapter_dir, load_base_model
+from flowgrpo.trainer.reports.evaluate import ModelSpec, checkpoint_adapter, load_base_model
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def export_merged(
 ) -> Path:
     """Merge the adapter of ``checkpoint`` (RUN_DIR/checkpoint-N) into the run's base model and
     save a standard model folder at ``out``; returns ``out``."""
-    adapter = adapter_dir(checkpoint)
+    adapter = checkpoint_adapter(checkpoint)
     run_config = load_run_config(checkpoint)
     out = check_export_target(out, checkpoint, overwrite)
     spec = ModelSpec.of_run(run_config)
