@@ -107,6 +107,17 @@ class LLM(Protocol):
         ...
 
 
+def decoding_key(
+    prefix: str, max_new_tokens: int, temperature: float, seed: int, extra: str = ""
+) -> str:
+    """The ``settings_key`` of a decoding backend: ``prefix`` (the backend and its model), its
+    token budget and temperature, ``extra`` (what else changes its outputs) and, when it
+    samples, its seed. A greedy backend's key leaves the seed out, so cache files written
+    before executors sampled stay valid."""
+    key = f"{prefix}:max_new_tokens={max_new_tokens}:temperature={temperature:g}{extra}"
+    return f"{key}:seed={seed}" if temperature > 0 else key
+
+
 class CountingLLM:
     """An executor backend that counts the requests it passes on: the executor calls a run
     spends (cache hits and identical pairs run once never reach it). Every other attribute is

@@ -21,7 +21,13 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from flowgrpo.operators.llm import GenerationRequest, GenerationResult, Message, request_seed
+from flowgrpo.operators.llm import (
+    GenerationRequest,
+    GenerationResult,
+    Message,
+    decoding_key,
+    request_seed,
+)
 from flowgrpo.operators.models import load_model, model_name, with_pad_token
 
 logger = logging.getLogger(__name__)
@@ -85,12 +91,13 @@ class HFBackend:
         if _is_peft_model(model):
             adapter = "disabled" if self.disable_adapter else "active"
         self._adapter_mode = adapter
-        self.settings_key = (
-            f"hf:{self.name}:max_new_tokens={self.max_new_tokens}"
-            f":temperature={self.temperature:g}:adapter={adapter}"
+        self.settings_key = decoding_key(
+            f"hf:{self.name}",
+            self.max_new_tokens,
+            self.temperature,
+            self.seed,
+            extra=f":adapter={adapter}",
         )
-        if self.temperature > 0:  # greedy keys stay as they were (cache files stay valid)
-            self.settings_key += f":seed={self.seed}"
 
     @classmethod
     def from_pretrained(

@@ -31,7 +31,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
-from flowgrpo.operators.llm import GenerationRequest, GenerationResult, request_seed
+from flowgrpo.operators.llm import (
+    GenerationRequest,
+    GenerationResult,
+    decoding_key,
+    request_seed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -117,12 +122,9 @@ class OpenAIBackend:
         self.concurrency = int(concurrency)
         self.max_retry_after_s = float(max_retry_after_s)
         self.url = f"{self.base_url}/chat/completions"
-        self.settings_key = (
-            f"openai:{self.base_url}:{self.model}:max_new_tokens={self.max_new_tokens}"
-            f":temperature={self.temperature:g}"
+        self.settings_key = decoding_key(
+            f"openai:{self.base_url}:{self.model}", self.max_new_tokens, self.temperature, self.seed
         )
-        if self.temperature > 0:  # greedy keys stay as they were (cache files stay valid)
-            self.settings_key += f":seed={self.seed}"
         self._client: Any = None
         self._lock = threading.Lock()
         self._rng = random.Random()

@@ -356,3 +356,21 @@ def test_real_smollm2_default_model_generates_a_batch():
     assert all(r.ok for r in results), results
     assert all(r.text.strip() for r in results)
     assert all(r.prompt_tokens > 0 and r.completion_tokens > 0 for r in results)
+
+
+def test_a_decoding_backends_cache_key_names_what_changes_its_outputs(tiny):
+    """The keys execution caches are stored under, written out by hand: a greedy key has no
+    seed (caches written before executors sampled stay valid); an hf key names its adapter."""
+    from flowgrpo.operators.backends.hf import HFBackend
+    from flowgrpo.operators.llm import decoding_key
+
+    assert decoding_key("x:m", 64, 0.0, 7) == "x:m:max_new_tokens=64:temperature=0"
+    assert decoding_key("x:m", 64, 0.5, 7) == "x:m:max_new_tokens=64:temperature=0.5:seed=7"
+    assert (
+        decoding_key("x:m", 64, 1.0, 7, ":a=b") == "x:m:max_new_tokens=64:temperature=1:a=b:seed=7"
+    )
+    model, tokenizer = tiny
+    greedy = HFBackend(model, tokenizer, max_new_tokens=12, name="tiny")
+    sampled = HFBackend(model, tokenizer, max_new_tokens=12, temperature=0.7, seed=3, name="tiny")
+    assert greedy.settings_key == "hf:tiny:max_new_tokens=12:temperature=0:adapter=none"
+    assert sampled.settings_key == "hf:tiny:max_new_tokens=12:temperature=0.7:adapter=none:seed=3"
