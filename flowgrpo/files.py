@@ -1,9 +1,10 @@
-"""Replacing a file whole: a reader, or a process killed half-way, sees the old file or the new
-one, never an empty or half-written one."""
+"""Files a command writes: replaced whole (a reader, or a process killed half-way, sees the old
+file or the new one, never an empty or half-written one) and removed without following links."""
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 
@@ -23,3 +24,17 @@ def replace_text(path: str | os.PathLike, text: str) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+def remove(path: str | os.PathLike) -> bool:
+    """Delete what stands at ``path``: a folder with what it holds, a file, or a link (the link
+    itself, never what it points to: a link to the user's folder leaves that folder whole).
+    Returns False when nothing stands there."""
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+    else:
+        return False
+    return True

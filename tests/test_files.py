@@ -1,5 +1,6 @@
 """Replacing a file whole: a failure (a kill) part-way leaves the old content, never an empty
-file (``flowgrpo.files``; what a resumed run's metrics.jsonl and config.yaml rely on)."""
+file (``flowgrpo.files``; what a resumed run's metrics.jsonl and config.yaml rely on); removing
+what a command wrote never follows a link."""
 
 from __future__ import annotations
 
@@ -36,3 +37,22 @@ def test_a_write_that_dies_half_way_keeps_the_old_file(tmp_path, monkeypatch):
     monkeypatch.undo()
     truncate_jsonl(path, 3)
     assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2, 3]
+
+
+def test_remove_takes_a_folder_a_file_and_a_link_but_never_what_a_link_points_to(tmp_path):
+    from flowgrpo.files import remove
+
+    theirs = tmp_path / "theirs"
+    (theirs / "inner").mkdir(parents=True)
+    (theirs / "inner" / "keep.txt").write_text("the user's")
+    run = tmp_path / "run"
+    (run / "plots").mkdir(parents=True)
+    (run / "plots" / "a.png").write_bytes(b"png")
+    (run / "metrics.jsonl").write_text("{}\n")
+    (run / "linked").symlink_to(theirs, target_is_directory=True)
+    (run / "dangling").symlink_to(tmp_path / "gone")
+    for name in ("plots", "metrics.jsonl", "linked", "dangling"):
+        assert remove(run / name) is True
+    assert list(run.iterdir()) == []
+    assert (theirs / "inner" / "keep.txt").read_text() == "the user's"
+    assert remove(run / "absent") is False

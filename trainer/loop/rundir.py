@@ -28,12 +28,12 @@ from __future__ import annotations
 import json
 import logging
 import re
-import shutil
 from pathlib import Path
 
 import yaml
 
 from flowgrpo.configuration import to_dict
+from flowgrpo.files import remove
 from flowgrpo.trainer.config import TrainConfig, load_config, save_config
 
 logger = logging.getLogger(__name__)
@@ -267,15 +267,8 @@ def clear_run(run_dir: str | Path) -> list[str]:
     paths += checkpoint_folders(run_dir)
     removed = []
     for path in [*paths, run_dir / RUN_MARKER]:
-        if path.resolve() == inside:
-            continue
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        elif path.exists() or path.is_symlink():
-            path.unlink()
-        else:
-            continue
-        removed.append(path.name)
+        if path.resolve() != inside and remove(path):
+            removed.append(path.name)
     if removed:
         logger.warning("--overwrite: deleted the old run's %s in %s", ", ".join(removed), run_dir)
     return removed

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from pathlib import Path
 
 import torch
 from peft import PeftModel
 
+from flowgrpo.files import remove
 from flowgrpo.trainer.loop.checkpoint import follow_umask
 from flowgrpo.trainer.loop.rundir import load_run_config
 from flowgrpo.trainer.reports.evaluate import ModelSpec, checkpoint_adapter, load_base_model
@@ -137,11 +137,7 @@ def _save(model, tokenizer, out: Path, info: dict) -> None:
     model.config.name_or_path = str(out)
     if out.is_dir() and any(out.iterdir()):
         for name in _written_before(out):
-            path = out / name
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            elif path.exists() or path.is_symlink():
-                path.unlink()
+            remove(out / name)
     out.mkdir(parents=True, exist_ok=True)
     before = {p.name for p in out.iterdir()}
     model.save_pretrained(out, safe_serialization=True)
