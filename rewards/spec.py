@@ -105,6 +105,17 @@ class RewardSpec:
         """Weights of :attr:`names`, same order."""
         return tuple(float(self.weights[n]) for n in self.names)
 
+    def for_one_workflow(self) -> RewardSpec:
+        """The part of this reward that judges which workflow to write: ``accuracy`` and
+        ``cost`` at their weights here (both 0, as in a validity-only run: accuracy alone, weight
+        1), the same options. What ``flowgrpo search`` ranks and the simulated executor's
+        ``sim/regret`` is measured in, so the two agree."""
+        accuracy = float(self.weights.get("accuracy", 0.0))
+        cost = float(self.weights.get("cost", 0.0))
+        if accuracy == 0.0 and cost == 0.0:
+            accuracy = 1.0
+        return RewardSpec({"accuracy": accuracy, "cost": cost}, self.options)
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> RewardSpec:
         """Build from YAML: ``{weights: {...}, options: {...}}`` or just ``{component: weight}``.

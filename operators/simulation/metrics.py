@@ -63,11 +63,9 @@ def regret_settings(config, limits: Limits) -> RegretSettings | None:
     section = config.executor
     if section.kind != "simulated":
         return None
-    weights = config.rewards.weights
-    accuracy, cost = float(weights.get("accuracy", 0.0)), float(weights.get("cost", 0.0))
-    if accuracy == 0.0 and cost == 0.0:
-        accuracy = 1.0
-    tradeoff = Tradeoff(accuracy, cost, config.rewards.options.cost_max_calls)
+    judged = config.rewards.for_one_workflow()  # the rule `flowgrpo search` ranks by
+    weights = judged.weights
+    tradeoff = Tradeoff(weights["accuracy"], weights["cost"], judged.options.cost_max_calls)
     return RegretSettings(simulation_settings(section).params, limits, tradeoff)
 
 

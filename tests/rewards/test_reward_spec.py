@@ -145,3 +145,18 @@ def test_bad_window_raises(window):
 def test_push_of_one_string_raises():
     with pytest.raises(TypeError, match="iterable of canonical forms"):
         RecentWorkflows().push("Custom -> Format")
+
+
+@pytest.mark.parametrize(
+    ("weights", "judged"),
+    [
+        (dict(DEFAULT_WEIGHTS), {"accuracy": 1.0, "cost": 0.05}),
+        ({"validity": 1.0}, {"accuracy": 1.0, "cost": 0.0}),  # validity only: accuracy judges
+        ({"validity": 0.3, "cost": 0.5}, {"accuracy": 0.0, "cost": 0.5}),
+        ({"accuracy": 2.0, "diversity": 0.1}, {"accuracy": 2.0, "cost": 0.0}),
+    ],
+)
+def test_one_workflow_is_judged_on_accuracy_and_cost_alone(weights, judged):
+    options = RewardOptions(cost_max_calls=8)
+    part = RewardSpec(weights, options).for_one_workflow()
+    assert dict(part.weights) == judged and part.options is options

@@ -49,16 +49,6 @@ class SearchSetup:
     order: tuple[int, ...]
 
 
-def workflow_reward(config: TrainConfig) -> RewardSpec:
-    """The run's reward for a single workflow: its accuracy and cost weights and options (both
-    weights 0: accuracy alone, weight 1)."""
-    weights = config.rewards.weights
-    accuracy, cost = float(weights.get("accuracy", 0.0)), float(weights.get("cost", 0.0))
-    if accuracy == 0.0 and cost == 0.0:
-        accuracy = 1.0
-    return RewardSpec({"accuracy": accuracy, "cost": cost}, config.rewards.options)
-
-
 def candidates_of(config: TrainConfig, environment: RunEnvironment) -> tuple[str, ...]:
     """The default candidates: the canonical space's workflows within the run's call budget
     (its static limits: an operator's votes and retries counted). A ``ValueError`` for
@@ -113,7 +103,7 @@ def prepare(config: TrainConfig, environment: RunEnvironment | None, seed: int) 
         raise ValueError(f"rollout.task {config.rollout.task!r} gave no training problems")
     order = list(range(len(environment.problems)))
     random.Random(seed).shuffle(order)
-    return SearchSetup(environment, workflow_reward(config), tuple(order))
+    return SearchSetup(environment, config.rewards.for_one_workflow(), tuple(order))
 
 
 def _shared_model(config: TrainConfig):
@@ -238,4 +228,4 @@ def write_pairs(
 
 
 __all__ = ["SearchSetup", "candidates_of", "prepare", "result_json", "search", "sft_pairs",
-           "workflow_reward", "write_pairs"]  # fmt: skip
+           "write_pairs"]  # fmt: skip

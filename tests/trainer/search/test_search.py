@@ -16,7 +16,7 @@ from flowgrpo.trainer.cli.app import main
 from flowgrpo.trainer.config import load_config
 from flowgrpo.trainer.loop.prompt import PolicyPrompt
 from flowgrpo.trainer.loop.sft import jsonl_pairs
-from flowgrpo.trainer.search.run import prepare, result_json, search, sft_pairs, workflow_reward
+from flowgrpo.trainer.search.run import prepare, result_json, search, sft_pairs
 
 CONFIG = "configs/known-optimum.yaml"
 THREE = ["Custom", "Programmer", "[Programmer, Programmer, Programmer] -> ScEnsemble"]
@@ -38,9 +38,9 @@ def exact(world, workflow: str) -> float:
 
 def test_the_reward_is_the_runs_accuracy_and_cost_weights():
     _, cfg = world_config("cheap")
-    assert dict(workflow_reward(cfg).weights) == {"accuracy": 1.0, "cost": 1.0}
+    assert dict(cfg.rewards.for_one_workflow().weights) == {"accuracy": 1.0, "cost": 1.0}
     only_validity = load_config(CONFIG, ("rewards.weights={validity: 1.0}",))
-    assert dict(workflow_reward(only_validity).weights) == {"accuracy": 1.0, "cost": 0.0}
+    assert dict(only_validity.rewards.for_one_workflow().weights) == {"accuracy": 1.0, "cost": 0.0}
 
 
 def test_three_candidates_the_exact_best_wins_and_the_calls_are_counted():
