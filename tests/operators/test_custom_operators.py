@@ -170,12 +170,12 @@ def test_records_declared_without_implementing_them():
 
     records = [
         {"name": "Murmur", "role": "refiner", "prompt": "Say {solution} softly."},
-        {"name": "Shout", "role": "refiner", "function": "tests_plugin_missing.mod:fn"},
+        {"name": "Mumble", "role": "refiner", "function": "tests_plugin_missing.mod:fn"},
     ]
     table = load_extensions((), records, implement=False)
-    assert table["Murmur"].role == "refiner" and "Shout" in table
-    assert validate("Custom -> Murmur -> Shout", domain="qa", operators=table).ok
-    assert "Murmur" not in OPERATOR_IMPLS and "Shout" not in OPERATOR_IMPLS
+    assert table["Murmur"].role == "refiner" and "Mumble" in table
+    assert validate("Custom -> Murmur -> Mumble", domain="qa", operators=table).ok
+    assert "Murmur" not in OPERATOR_IMPLS and "Mumble" not in OPERATOR_IMPLS
     assert "Murmur" not in OPERATORS  # nor declared process-wide
     other = [{"name": "Murmur", "role": "refiner", "prompt": "Whisper {solution}."}]
     assert load_extensions((), other, implement=False)["Murmur"].role == "refiner"
