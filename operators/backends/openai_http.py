@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
+from flowgrpo.configuration import whole_number
 from flowgrpo.operators.llm import (
     GenerationRequest,
     GenerationResult,
@@ -363,4 +364,4 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 def _as_int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return value if whole_number(value) else 0

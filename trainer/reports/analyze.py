@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from flowgrpo.configuration import whole_number
 from flowgrpo.dsl import (
     DEFAULT_STATIC_LIMITS,
     STRUCTURES,
@@ -167,7 +168,7 @@ def _text_of(value) -> str | None:
 
 
 def _classify(text: str, step, domain: str | None, validation: Validation) -> _Row:
-    step = step if isinstance(step, int) and not isinstance(step, bool) else None
+    step = step if whole_number(step) else None
     table = validation.operators
     found = extract(text, operators=table)
     if found.fallback:
@@ -243,7 +244,7 @@ def _report(
     ranked = sorted(workflows.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
     operators = Counter(name for r in valid for name in r.operators)
     names = list(validation.operators if validation.operators is not None else default_table())
-    operator_order = sorted(names, key=lambda n: (-operators[n], names.index(n)))
+    operator_order = sorted(names, key=lambda n: -operators[n])  # stable: ties keep table order
     invalid = [r for r in parsed if not r.valid and not r.fallback]
     trend_by, trends = _trends(parsed, window)
     return AnalyzeReport(
