@@ -33,7 +33,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 def one(args, world, budget: int, seed: int) -> dict:
     """One search and its exact regret against the best single workflow."""
     from flowgrpo.operators.executor import executor_limits
-    from flowgrpo.operators.simulation import Tradeoff, analyze, expected_reward
+    from flowgrpo.operators.simulation import analyze, expected_reward
+    from flowgrpo.operators.simulation.metrics import regret_settings
     from flowgrpo.operators.simulation.oracle import arithmetic_mix, oracle
     from flowgrpo.trainer.config import load_config
     from flowgrpo.trainer.search.run import search
@@ -46,8 +47,7 @@ def one(args, world, budget: int, seed: int) -> dict:
     result = search(cfg, budget, seed=seed)
     seconds = time.perf_counter() - started
     limits = executor_limits(cfg.executor)
-    cost = float(world.reward_weights.get("cost", 0))
-    tradeoff = Tradeoff(1.0, cost, cfg.rewards.options.cost_max_calls)
+    tradeoff = regret_settings(cfg, limits).tradeoff  # the rule search ranks by (sim/regret's)
     mix = arithmetic_mix(world.params)
     best = oracle(world.params, mix, None, limits, tradeoff).single
     pick = result.best.workflow
