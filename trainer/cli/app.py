@@ -57,7 +57,7 @@ def main() -> None:
     \b
     Start here:
       flowgrpo train --config configs/tiny.yaml   # a tiny random model: the whole loop in seconds
-      flowgrpo train                              # SmolLM2-135M on the CPU, ~17 minutes
+      flowgrpo train                              # SmolLM2-135M on the CPU, 20-30 minutes
       flowgrpo diagnose runs/default              # what the run did, with plots
       flowgrpo eval runs/default --all            # every checkpoint on held-out problems
     """
@@ -237,8 +237,8 @@ def train_cmd(config_path, overrides, max_steps, output_dir, resume, overwrite, 
     """Train a workflow generator with LoRA GRPO.
 
     With no options: SmolLM2-135M-Instruct (embedded, CPU), arithmetic problems, LoRA r16, K=8,
-    about 17 minutes on 2 cores (measured). Writes RUN_DIR/metrics.jsonl (one line per step),
-    samples.jsonl, config.yaml and checkpoint-N/ directories (adapter loadable with
+    20-30 minutes on 2 cores (measured, three seeds). Writes RUN_DIR/metrics.jsonl (one line per
+    step), samples.jsonl, config.yaml and checkpoint-N/ directories (adapter loadable with
     PeftModel.from_pretrained). Health alerts print as they happen. A first try in seconds:
     --config configs/tiny.yaml (a tiny random model; the configs/ folder has the others).
 
