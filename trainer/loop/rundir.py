@@ -82,8 +82,9 @@ def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
     found = []
     for child in run_dir.iterdir():
         match = CHECKPOINT_NAME.match(child.name)
-        whole = (child / STATE_FILE).is_file() and (child / ADAPTER_DIR / ADAPTER_WEIGHTS).is_file()
-        if match and whole:
+        if match is None:  # the run's own files: no need to look inside them
+            continue
+        if (child / STATE_FILE).is_file() and (child / ADAPTER_DIR / ADAPTER_WEIGHTS).is_file():
             found.append((int(match.group(1)), child))
     return sorted(found)
 
