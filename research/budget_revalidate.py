@@ -26,8 +26,8 @@ def judge(rows: list[dict], budgets: list[int], domain: str) -> dict:
     workflow), ``valid`` (a list: valid under each budget), ``changed`` (a list: parsed
     workflows whose verdict under each budget differs from the first budget's)."""
     limits = [executor_limits(ExecutorConfig(max_calls=b)).static_limits() for b in budgets]
-    out = {"samples": len(rows), "parsed": 0, "valid": [0] * len(budgets)}
-    out["changed"] = [0] * len(budgets)
+    n = len(budgets)
+    out = {"samples": len(rows), "parsed": 0, "valid": [0] * n, "changed": [0] * n}
     for row in rows:
         text = row.get("canonical")
         if not text:
