@@ -154,7 +154,8 @@ def guard_table(runs: list[dict]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for label, rule in (
-        ("z-test, alpha 0.01, ≥ 16 completions, change ≥ 0.2 (default)", CollapseRule()),
+        ("z-test, alpha 0.01, ≥ 16 completions, change ≥ 0.2", CollapseRule(alpha=0.01)),
+        (f"z-test, alpha {CollapseRule().alpha:g} (default)", CollapseRule()),
         ("round 1: fallback jump ≥ 0.3", OLD_RULE),
     ):
         for scope, chosen in scopes:

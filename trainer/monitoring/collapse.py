@@ -23,12 +23,17 @@ when, for the fallback rate or for the validity rate,
 
 Why: the former rule fired on a fixed +0.3 jump; with 16 completions per rollout and a rate of
 0.3-0.5, two draws of the *same* policy differ by +0.3 or more 4-6% of the time, and a rollback
-on such noise made a good run worse. With the test, noise fires one rate's test about ``alpha``
-of the time: for n = 16, rates 0.1-0.5 and alpha = 0.01, exactly 0.3-1.0% (summed over all
-binomial outcomes). With both rates the union bound gives ``2·alpha``; they move together (a
-fallback output is never valid), and simulation gives 1.1-1.7% at alpha = 0.01. A real jump
-0.1 -> 0.7 at n = 16 is detected 92% of the time. The normal approximation is rough for small
-``n·p``; the tests check these rates by simulation.
+on such noise made a good run worse. With the test, noise fires one rate's test at most about
+``alpha`` of the time: for n = 16, rates 0.1-0.5 and alpha = 0.001, exactly 0.001-0.11% (summed
+over all binomial outcomes; 0.3-1.0% at 0.01). With both rates the union bound gives
+``2·alpha``; they move together (a fallback output is never valid), and simulation gives
+0.11-0.16% at alpha = 0.001 (1.3-1.6% at 0.01). Why 0.001: a run tests every update, so the
+chance that noise fires at least once in a 30-update run is about 4% at 0.001 and 35% at 0.01,
+and each event undoes an update and halves the learning rate: at 0.01 a seed of the default
+run was rolled back three times on dips that it recovers from without them (docs/RESULTS.md,
+"The collapse guard"). A real jump to all prose, 0.2 -> 1.0 at n = 16, is detected 99.9% of the
+time; a partial one, 0.1 -> 0.7, 71% (92% at 0.01; 99% at n = 32). The normal approximation is
+rough for small ``n·p``; the tests check these rates by simulation.
 
 The completion count of a metrics line is ``num_completions``, else ``group_size × problems``
 when both are logged; without one the pair is recorded but not decided (no event).
@@ -83,7 +88,7 @@ class CollapseRule:
 
     fallback_jump: float = 0.2
     validity_drop: float = 0.2
-    alpha: float = 0.01
+    alpha: float = 0.001
     min_completions: int = 16
 
     def __post_init__(self):
@@ -97,7 +102,7 @@ class CollapseRule:
         check(
             finite_number(self.alpha) and 0 < self.alpha <= 0.5,
             "CollapseRule.alpha",
-            f"must be a significance level in (0, 0.5], e.g. 0.01, got {self.alpha!r}",
+            f"must be a significance level in (0, 0.5], e.g. 0.001, got {self.alpha!r}",
         )
         n = self.min_completions
         check(

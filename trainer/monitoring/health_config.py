@@ -57,8 +57,9 @@ class HealthConfig:
         collapse_validity_drop: minimum absolute fall of the validity rate (0..1) for one.
         collapse_alpha: significance of the one-sided pooled two-proportion z-test that the
             fallback rate rose (or validity fell), per rate: the chance that sampling noise
-            alone fires it. 0.01: about 1% per update at 16 completions (at most 2% with both
-            rates; ``tests/trainer/test_collapse.py`` measures it by simulation).
+            alone fires it. 0.001: at most 0.11% per update at 16 completions (0.16% with both
+            rates; about 4% of 30-update runs see one; ``tests/trainer/test_collapse.py``
+            measures it by simulation; why not 0.01: :mod:`.collapse`).
         collapse_min_completions: completions both rollouts need (the metrics key
             ``num_completions``) before a collapse is decided; fewer, or no count logged, and
             the update is not judged (no alert, no rollback).
@@ -85,7 +86,7 @@ class HealthConfig:
     stop_on: tuple[str, ...] = ()
     collapse_fallback_jump: float = 0.2
     collapse_validity_drop: float = 0.2
-    collapse_alpha: float = 0.01
+    collapse_alpha: float = 0.001
     collapse_min_completions: int = 16
     guard: GuardMode = "warn"
     rollback_lr_factor: float = 0.5
@@ -194,7 +195,7 @@ _RULES = {
     "collapse_validity_drop": (_fraction, "an absolute change in (0, 1]"),
     "collapse_alpha": (
         lambda v, c: finite_number(v) and 0 < v <= 0.5,
-        "a significance level in (0, 0.5], e.g. 0.01",
+        "a significance level in (0, 0.5], e.g. 0.001",
     ),
     "collapse_min_completions": (
         lambda v, c: whole_number(v) and v >= 2,

@@ -79,7 +79,7 @@ def test_a_transient_spike_is_not_a_collapse():
 def test_guard_rates_count_false_positives_and_detections():
     noisy_ok = _run([0.1, 0.1, 0.1, 0.45, 0.1, 0.1, 0.1])  # +0.35 once on 16 samples
     collapsed = _run([0.1, 0.1, 0.1, 0.1, 0.9, 1.0, 1.0])
-    rule = CollapseRule()  # alpha 0.01, jump 0.2, 16 completions
+    rule = CollapseRule()  # alpha 0.001, jump 0.2, 16 completions
     new = guard_rates([noisy_ok, collapsed], rule)
     old = guard_rates([noisy_ok, collapsed], OLD_RULE)
     assert (new.ok_runs, new.collapsed_runs) == (1, 1)

@@ -103,11 +103,11 @@ def test_either_rate_alone_can_fire():
 
 
 def test_min_completions_blocks_a_decision_on_tiny_rollouts():
-    jump = rollout(0.125, n=8), rollout(0.875, n=8, step=1)
+    jump = rollout(0.0, n=8), rollout(1.0, n=8, step=1)
     blocked = decide(*jump)
     assert not blocked.decided and not blocked.collapse and blocked.fallback_p is None
     assert "8 completions < min_completions 16" in blocked.reason
-    assert decide(*jump, CollapseRule(min_completions=8)).collapse  # z ~ 3.0 over 8 each
+    assert decide(*jump, CollapseRule(min_completions=8)).collapse  # z = 4.0 over 8 each
     uneven = decide(rollout(0.1, n=64), rollout(0.9, n=15))
     assert not uneven.decided  # both rollouts need the minimum
 
@@ -182,13 +182,46 @@ def test_simulated_noise_with_both_rates_fires_at_most_twice_alpha():
     assert fired / PAIRS <= 2 * rule.alpha + TOLERANCE
 
 
-def test_simulated_real_jumps_are_detected():
+def exact_detection(p1: float, p2: float, n: int, alpha: float, jump: float = 0.2) -> float:
+    """P(the fallback test fires) for rates p1 -> p2 over n completions each, by enumerating
+    every pair of binomial outcomes, the rule written out from its formula."""
+    pmf1, pmf2 = (
+        [math.comb(n, x) * p**x * (1 - p) ** (n - x) for x in range(n + 1)] for p in (p1, p2)
+    )
+    total = 0.0
+    for x1 in range(n + 1):
+        for x2 in range(n + 1):
+            pooled = (x1 + x2) / (2 * n)
+            var = pooled * (1 - pooled) * 2 / n
+            rise = (x2 - x1) / n
+            if var > 1e-12 and rise >= jump - 1e-9:
+                total += pmf1[x1] * pmf2[x2] * (0.5 * math.erfc(rise / math.sqrt(2 * var)) <= alpha)
+    return total
+
+
+@pytest.mark.parametrize("p1, p2", [(0.1, 0.7), (0.2, 1.0)])
+def test_simulated_real_jumps_are_detected_at_the_exact_rate(p1, p2):
     rng, rule = random.Random(1), CollapseRule()
     detected = sum(
-        decide(rollout(binomial_rate(rng, 0.1)), rollout(binomial_rate(rng, 0.7)), rule).collapse
+        decide(rollout(binomial_rate(rng, p1)), rollout(binomial_rate(rng, p2)), rule).collapse
         for _ in range(PAIRS)
     )
-    assert detected / PAIRS >= 0.9
+    exact = exact_detection(p1, p2, N, rule.alpha)
+    assert abs(detected / PAIRS - exact) <= 4 * math.sqrt(exact * (1 - exact) / PAIRS) + 1e-3
+
+
+def test_a_jump_to_all_prose_is_detected_and_a_partial_one_mostly():
+    # the default's power at 16 completions: what the module docstring states
+    assert exact_detection(0.2, 1.0, N, CollapseRule().alpha) > 0.998
+    assert 0.70 < exact_detection(0.1, 0.7, N, CollapseRule().alpha) < 0.72
+    assert exact_detection(0.1, 0.7, 2 * N, CollapseRule().alpha) > 0.98
+
+
+def test_noise_over_a_30_update_run_fires_in_few_runs():
+    # one rate's exact false-alarm rate at n = 16, the worst rate in 0.1-0.5, twice for both
+    # rates, over 29 updates: the chance a good run is rolled back at least once
+    worst = max(exact_detection(p, p, N, CollapseRule().alpha) for p in (0.1, 0.2, 0.3, 0.4, 0.5))
+    assert 1 - (1 - 2 * worst) ** 29 < 0.07
 
 
 # --------------------------------------------------------------------------- over a history
@@ -342,7 +375,7 @@ def test_the_health_config_gives_the_rule_and_the_old_call_form_still_works():
         {"step": 1, "fallback_rate": 0.0, "validity_rate": 1.0, "num_completions": N},
         {"step": 2, "fallback_rate": 0.25, "validity_rate": 0.75, "num_completions": N},
     ]
-    assert collapse_at(lines, 1) is None  # p ~ 0.017 > 0.01
+    assert collapse_at(lines, 1) is None  # p ~ 0.017 > 0.001
     assert collapse_at(lines, 1, config.collapse_rule) is not None  # p <= 0.05
     assert collapse_at(lines, 1, 0.3, 0.3) is None  # (fallback_jump, validity_drop): 0.25 < 0.3
     assert replay(lines, 0.2, 0.2).decisions == replay(lines).decisions

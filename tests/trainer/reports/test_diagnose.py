@@ -81,7 +81,7 @@ def test_the_formatted_report_is_a_checklist(run_dir):
     assert "ALERT  deadlock" in text and "PASS   frozen_length" in text
     assert "N/A    step_time_collapse" in text and "not logged: step_time" in text
     assert "fired at 6 step(s): 7-12" in text
-    assert "1 of 10 decided updates (10.0%)" in text and "p <= 0.01" in text
+    assert "1 of 10 decided updates (10.0%)" in text and "p <= 0.001" in text
     assert "not decided" not in text
     assert "Rollbacks: 1 at steps 3" in text and "First deadlock: step 6" in text
     assert "Verdict: deadlock, entropy_low, update_collapse, zero_grad" in text
@@ -93,7 +93,7 @@ def test_the_json_report_is_serialisable(run_dir):
     assert deadlock["status"] == "ALERT" and deadlock["first"]["step"] == 7
     assert data["collapse_rate"] == pytest.approx(0.1) and data["config"]["deadlock_steps"] == 2
     assert len(data["collapse_decisions"]) == 10 and data["collapse_decisions"][1]["collapse"]
-    assert data["config"]["collapse_alpha"] == 0.01 and data["decided"] == 10
+    assert data["config"]["collapse_alpha"] == 0.001 and data["decided"] == 10
 
 
 def test_plots_are_valid_png_files_and_missing_keys_are_skipped(run_dir):
