@@ -31,9 +31,9 @@ over all binomial outcomes; 0.3-1.0% at 0.01). With both rates the union bound g
 chance that noise fires at least once in a 30-update run is about 4% at 0.001 and 35% at 0.01,
 and each event undoes an update and halves the learning rate: at 0.01 a seed of the default
 run was rolled back three times on dips that it recovers from without them (docs/RESULTS.md,
-"The collapse guard"). A real jump to all prose, 0.2 -> 1.0 at n = 16, is detected 99.9% of the
-time; a partial one, 0.1 -> 0.7, 71% (92% at 0.01; 99% at n = 32). The normal approximation is
-rough for small ``n·p``; the tests check these rates by simulation.
+the K=2 collapse study and the default run). A real jump to all prose, 0.2 -> 1.0 at n = 16,
+is detected 99.9% of the time; a partial one, 0.1 -> 0.7, 71% (92% at 0.01; 99% at n = 32). The
+normal approximation is rough for small ``n·p``; the tests check these rates by simulation.
 
 The completion count of a metrics line is ``num_completions``, else ``group_size × problems``
 when both are logged; without one the pair is recorded but not decided (no event).
