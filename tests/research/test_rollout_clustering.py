@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from study_loader import load_study
 
+from flowgrpo.trainer.monitoring.collapse import CollapseRule
+
 
 def _rows(step, problem, n, hits, key="valid"):
     return [
@@ -57,7 +59,7 @@ def test_drawn_rates_have_the_design_effects_variance(icc):
     assert rates.var() == pytest.approx(want, rel=0.02)
 
 
-def _exact_binomial_false_alarm(p, n, alpha=0.01, drop=0.2):
+def _exact_binomial_false_alarm(p, n, alpha, drop=0.2):
     """The default rule on validity by enumeration, written from its formula: the invalid
     rate rises by >= drop and the one-sided pooled z-test gives p <= alpha."""
     pmf = [math.comb(n, x) * p**x * (1 - p) ** (n - x) for x in range(n + 1)]
@@ -76,7 +78,7 @@ def _exact_binomial_false_alarm(p, n, alpha=0.01, drop=0.2):
 
 def test_false_alarms_without_clustering_match_the_exact_binomial_rate():
     study = load_study("rollout_clustering")
-    exact = _exact_binomial_false_alarm(0.4, 16)
+    exact = _exact_binomial_false_alarm(0.4, 16, CollapseRule().alpha)  # the rule the script uses
     draws = 40000
     got = study.false_alarms(0.4, 0.0, 2, 8, draws, seed=3)
     se = math.sqrt(exact * (1 - exact) / draws)
