@@ -19,6 +19,7 @@ intraclass correlation ``icc``), for ``icc`` 0 (the rule's assumption) and the o
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -103,7 +104,7 @@ def run_row(label: str, rows: list[dict]) -> tuple[list[str], float]:
     iccs = []
     for key in ("valid", "fallback"):
         icc, m = pooled_icc(list(groups_by_step(rows, key).values()))
-        design = 1 + (m - 1) * max(icc, 0.0) if icc == icc else float("nan")
+        design = float("nan") if math.isnan(icc) else 1 + (m - 1) * max(icc, 0.0)
         cells += [f"{icc:.3f}", f"{design:.2f}"]
         iccs.append(icc)
     return cells, iccs[0]
@@ -139,7 +140,7 @@ def main(argv=None) -> int:
     cells, icc = run_row("all runs pooled", pooled)
     print("| " + " | ".join(cells) + " |")
     groups, k = rollout_shape(runs[0][1])
-    rho = max(icc, 0.0) if icc == icc else 0.0
+    rho = 0.0 if math.isnan(icc) else max(icc, 0.0)  # no estimate: the test's assumption
     print(f"\nThe default rule's false alarms on validity, {groups} x {k} completions a rollout,")
     print(f"{args.draws} simulated pairs of same-policy rollouts each:\n")
     print(f"| validity | icc 0 (the test's assumption) | icc {rho:.3f} (pooled) |")
