@@ -8,7 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Visitor, Workflow
+from flowgrpo.dsl.ast import (
+    Cond,
+    Loop,
+    Node,
+    Op,
+    Parallel,
+    Seq,
+    Visitor,
+    Workflow,
+    op_nodes,
+    steps_of,
+)
+from flowgrpo.dsl.operators import AFLOW_OPERATORS, ENSEMBLER
 
 _QUOTE = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 #: Where a node is printed: where a whole sequence may stand (top level, parallel branch),
@@ -31,49 +43,109 @@ def canonical(workflow: Workflow | Node, instructions: bool = True) -> str:
 
 
 def skeleton(workflow: Workflow | Node) -> str:
-    """What a workflow runs, wording aside: its canonical text without instructions, with each
-    loop of count 1 replaced by its body (``(A -> B) * 1`` runs ``A -> B`` once, as ``A -> B``
-    does), so two workflows that run the same operators in the same shape compare equal.
+    """What a workflow runs, wording aside: its canonical text without instructions, with the
+    spellings that run the same way written one way, so that two workflows that make the
+    executor do the same work compare equal (what the diversity reward compares):
+
+    * a loop of count 1 is its body (``(A -> B) * 1`` runs ``A -> B`` once);
+    * a loop whose body is a loop is one loop of the product of their counts
+      (``(B * 2) * 2`` is ``B * 4``: a passing checker ends both at the same run of ``B``);
+    * outside loops, a check whose two branches are alike is the check then the branch
+      (``Review ? X : X`` is ``Review -> X``, ``Review ? done : done`` is ``Review``; inside a
+      loop they differ: a passing checker there skips the rest of a sequence, not a branch);
+    * a parallel block whose candidates nothing after it reads is its first branch
+      (``[Custom, Programmer] -> Format`` answers with Custom's solution, as ``Custom ->
+      Format`` does, Programmer's only where Custom's is empty; only an ensembler, or an
+      operator outside the AFlow set, which may fill ``{candidates}``, reads them, and in a
+      loop the body's next run reads them too).
 
     >>> from flowgrpo.dsl import parse
     >>> skeleton(parse('(Custom("be brief") -> Format) * 1'))
     'Custom -> Format'
     >>> skeleton(parse("Custom * 1 -> (Review ? Revise : done) * 2"))
     'Custom -> (Review ? Revise : done) * 2'
+    >>> skeleton(parse("[Custom, Programmer] -> Review ? Revise : Revise"))
+    'Custom -> Review -> Revise'
     """
-    return canonical(_Unwrapped().visit(workflow), instructions=False)
+    return canonical(_Normalised().visit(workflow, False, False, False), instructions=False)
 
 
-class _Unwrapped(Visitor[Any]):
-    """``visit(node, steps)``: the node with loops of one replaced by their bodies; with
-    ``steps``, the tuple of steps it stands for in a sequence (so sequences come out flat)."""
+def _reads_candidates(node: Node | None) -> bool:
+    """Whether an operator in ``node`` may read the candidates of a parallel block before it."""
+    return node is not None and any(
+        AFLOW_OPERATORS.role(op.name) in (None, ENSEMBLER) for op in op_nodes(node)
+    )
 
-    def _as(self, node: Node, steps: bool) -> Any:
-        return (node,) if steps else node
 
-    def visit_op(self, node: Op, steps: bool = False) -> Any:
+def _same(a: Node | None, b: Node | None) -> bool:
+    return a is b or (
+        a is not None and b is not None and canonical(a, False) == canonical(b, False)
+    )
+
+
+class _Normalised(Visitor[Any]):
+    """``visit(node, steps, in_loop, read_after)``: the node written as :func:`skeleton`
+    writes it; with ``steps``, the tuple of steps it stands for in a sequence (so sequences
+    come out flat). ``in_loop``: a loop encloses it; ``read_after``: the candidates it leaves
+    may be read after it."""
+
+    def _as(self, node: Node | None, steps: bool) -> Any:
+        if not steps:
+            return node
+        return () if node is None else steps_of(node)
+
+    def visit_op(self, node: Op, steps: bool, in_loop: bool, read_after: bool) -> Any:
         return self._as(node, steps)
 
-    def visit_done(self, steps: bool = False) -> None:
+    def visit_done(self, steps: bool, in_loop: bool, read_after: bool) -> Any:
+        return self._as(None, steps)
+
+    def visit_seq(self, node: Seq, steps: bool, in_loop: bool, read_after: bool) -> Any:
+        parts: list[tuple] = []
+        for i, step in reversed(list(enumerate(node.steps))):  # from the end: what reads after
+            later = read_after or any(_reads_candidates(s) for s in node.steps[i + 1 :])
+            parts.append(self.visit(step, True, in_loop, later))
+        flat = tuple(s for part in reversed(parts) for s in part)
+        return self._as(flat[0] if len(flat) == 1 else Seq(flat), steps)
+
+    def visit_parallel(self, node: Parallel, steps: bool, in_loop: bool, read_after: bool):
+        # inside a branch nothing after the block reads its candidates: the block's own
+        # candidates replace them when the branches end
+        branches = tuple(self.visit(b, False, in_loop, False) for b in node.branches)
+        return self._as(Parallel(branches) if read_after else branches[0], steps)
+
+    def visit_cond(self, node: Cond, steps: bool, in_loop: bool, read_after: bool) -> Any:
+        read = read_after or _reads_candidates(node.if_fail) or _reads_candidates(node.if_pass)
+        check = self.visit(node.check, False, in_loop, read)
+        fail, passed = (
+            self.visit(b, False, in_loop, read_after) for b in (node.if_fail, node.if_pass)
+        )
+        if not in_loop and _same(fail, passed):
+            flat = (*steps_of(check), *(steps_of(fail) if fail is not None else ()))
+            return self._as(flat[0] if len(flat) == 1 else Seq(flat), steps)
+        return self._as(Cond(check, fail, passed), steps)
+
+    def visit_loop(self, node: Loop, steps: bool, in_loop: bool, read_after: bool) -> Any:
+        # the body's next run reads what its last one left
+        body = self.visit(node.body, False, True, read_after or _reads_candidates(node.body))
+        if node.count == 1:
+            return self._as(body, steps)
+        inner = _LoopOnly().visit(body)
+        if inner is not None:
+            return self._as(Loop(inner.body, inner.count * node.count), steps)
+        return self._as(Loop(body, node.count), steps)
+
+
+class _LoopOnly(Visitor[Any]):
+    """``visit(node)``: the node when it is a loop, else None."""
+
+    def visit_loop(self, node: Loop) -> Loop:
+        return node
+
+    def _other(self, node: Node | None = None) -> None:
         return None
 
-    def visit_seq(self, node: Seq, steps: bool = False) -> Any:
-        flat = tuple(s for step in node.steps for s in self.visit(step, True))
-        if steps:
-            return flat
-        return flat[0] if len(flat) == 1 else Seq(flat)
-
-    def visit_parallel(self, node: Parallel, steps: bool = False) -> Any:
-        return self._as(Parallel(tuple(self.visit(b) for b in node.branches)), steps)
-
-    def visit_cond(self, node: Cond, steps: bool = False) -> Any:
-        cond = Cond(self.visit(node.check), self.visit(node.if_fail), self.visit(node.if_pass))
-        return self._as(cond, steps)
-
-    def visit_loop(self, node: Loop, steps: bool = False) -> Any:
-        if node.count == 1:
-            return self.visit(node.body, steps)
-        return self._as(Loop(self.visit(node.body), node.count), steps)
+    visit_op = visit_seq = visit_parallel = visit_cond = visit_done = _other
 
 
 class _Printer(Visitor[str]):

@@ -221,9 +221,11 @@ def diversity(
     differs (a sibling without a workflow counts as different). ``"structural"``: the mean over
     siblings of the multiset-Jaccard distance between the samples' operators plus constructs
     (chain, conditional, loop, parallel); identical workflows are at distance 0, a sibling
-    without a workflow at 1. Both read workflows without their instructions and loops of one
-    (:attr:`Sample.diversity_key`): any text, or a ``* 1``, makes a workflow "different" at no
-    cost, so wording would be paid for while the executor does the same.
+    without a workflow at 1. Both read workflows as :attr:`Sample.diversity_key` writes them:
+    without instructions, loops of one, checks whose branches are alike, loops of loops and
+    parallel branches nothing reads (:func:`dsl.canonical.skeleton`). Each would make a
+    workflow "different" at no or little cost while the executor does the same work, and RL
+    would learn to respell instead of to explore.
 
     Fallbacks get 0; so do invalid workflows while ``diversity_requires_valid`` (default). A
     group of one sample has no siblings: 0. With a history and ``diversity_history_weight`` w,

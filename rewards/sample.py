@@ -69,9 +69,11 @@ class Sample:
 
     @functools.cached_property  # read by diversity, the history and its eligibility
     def diversity_key(self) -> str | None:
-        """What diversity compares (:func:`dsl.canonical.skeleton`: no instructions, no loops
-        of one), so that wording (an empty, a re-cased or a made-up instruction) or a ``* 1``
-        does not make a workflow "different"; None on a fallback or a syntax error."""
+        """What diversity compares (:func:`dsl.canonical.skeleton`: no instructions, and the
+        spellings that make the executor do the same work written one way), so that wording
+        (an empty, a re-cased or a made-up instruction), a ``* 1``, ``Review ? X : X``, a loop
+        of a loop or parallel branches nothing reads do not make a workflow "different"; None
+        on a fallback or a syntax error."""
         if self.report is None or self.report.workflow is None:
             return None
         return skeleton(self.report.workflow)
