@@ -182,7 +182,9 @@ class _Call:
         if self.reference is None:
             raise NotSimulated(f"problem {problem.id} has no numeric reference answer")
         marker = f"Problem:\n{problem.question.strip()}"
-        start = prompt.find(marker)
+        # the last one: the operators write the problem after the instruction, so one before
+        # it is the workflow's text, which may forge a solution or feedback section
+        start = prompt.rfind(marker)
         if start < 0:
             raise NotSimulated("the prompt does not show the problem in the operators' format")
         self.tail = prompt[start + len(marker) :]
