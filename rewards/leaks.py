@@ -9,12 +9,18 @@ the accuracy component then scores the sample 0 (``rewards.components.accuracy``
 What counts as stating it, by domain:
 
 * math: a number in the instruction that is the reference (as the checker compares numbers),
-  or the instruction as a whole read as the answer (``x = \\sqrt{2}``);
-* qa: the normalised reference as whole words in the normalised instruction, unless the
-  instruction names both ``yes`` and ``no``; a reference that is a single letter (a choice)
-  only as that capital letter, unless the instruction names other capital letters too (not
-  the pronoun ``I``; best effort: ``"B, not A"`` names two and passes);
-* code: a definition of the entry point or a ``lambda`` (code is the answer).
+  an arithmetic span the checker reads as the reference (``40+2``, ``(1, 2)``), or the
+  instruction as a whole read as the answer (``x = \\sqrt{2}``);
+* qa: the normalised reference as whole words in the normalised instruction, once the
+  alternatives ``yes or no`` / ``yes/no`` (either order) are taken out of it; a reference that
+  is a single letter (a choice) only as that letter, either case (not the article ``a`` or
+  the pronoun ``I``), unless the instruction names other such letters too (best effort:
+  ``"B, not A"`` names two and passes);
+* code: a definition of the entry point, a ``lambda``, or the entry point's name assigned or
+  imported (``add = operator.add``, ``from operator import add``): code is the answer.
+
+Not caught (best effort): numbers in words (``forty-two``), an answer spread over several
+instructions or spelled out letter by letter.
 
 An instruction that happens to hold the answer for another reason (``Custom("in 2 steps")`` on
 a problem whose answer is 2) loses that sample's accuracy too: rare, and cheaper than paying
@@ -32,7 +38,11 @@ from flowgrpo.operators.checkers.math import numbers_in
 from flowgrpo.operators.tasks.base import Problem
 from flowgrpo.rewards.sample import Sample
 
-_CAPITAL = re.compile(r"\b[A-Z]\b")
+_LETTER = re.compile(r"\b[A-Za-z]\b")
+#: a run of digits, arithmetic and brackets that starts and ends with a digit or a bracket
+_SPAN = re.compile(r"[\d(\[][\d\s+\-*/^().,\[\]]*[\d)\]]|\d")
+#: "yes or no", "yes/no", "no, yes": naming the options states neither
+_OPTIONS = re.compile(r"\b(?:yes\s*(?:/|,|or)\s*no|no\s*(?:/|,|or)\s*yes)\b")
 
 
 def states_answer(sample: Sample) -> bool:
@@ -52,7 +62,8 @@ def _math(text: str, problem: Problem) -> bool:
     try:
         if check_math_answer(text, problem.answer).correct:
             return True
-        return any(check_math_answer(repr(n), problem.answer).correct for n in numbers_in(text))
+        spans = [repr(n) for n in numbers_in(text)] + _SPAN.findall(text)
+        return any(check_math_answer(span, problem.answer).correct for span in spans)
     except ValueError:  # a reference without a number or form: nothing to compare
         return False
 
@@ -60,18 +71,22 @@ def _math(text: str, problem: Problem) -> bool:
 def _qa(text: str, problem: Problem) -> bool:
     reference = (problem.answer or "").strip()
     if len(reference) == 1 and reference.isalpha():  # a choice: B, not the article "a"
-        letters = set(_CAPITAL.findall(text)) - ({"I"} - {reference.upper()})  # the pronoun
+        named = {x.upper() for x in _LETTER.findall(text) if x not in ("a", "i")}
+        letters = named - ({"I"} - {reference.upper()})  # the pronoun
         return letters == {reference.upper()}
     ref = normalize_answer(reference).split()
-    words = normalize_answer(text).split()
-    if not ref or (" ".join(ref) in ("yes", "no") and {"yes", "no"} <= set(words)):
-        return False
-    return any(words[i : i + len(ref)] == ref for i in range(len(words) - len(ref) + 1))
+    words = normalize_answer(_OPTIONS.sub(" ", text.lower())).split()
+    return bool(ref) and any(
+        words[i : i + len(ref)] == ref for i in range(len(words) - len(ref) + 1)
+    )
 
 
 def _code(text: str, problem: Problem) -> bool:
     name = re.escape(problem.entry_point or "")
-    return bool(re.search(rf"\bdef\s+{name}\s*\(|\blambda\b", text))
+    if re.search(rf"\bdef\s+{name}\s*\(|\blambda\b", text):
+        return True
+    named = rf"\b{name}\s*=(?!=)|\bimport\b[^\n]*\b{name}\b"
+    return bool(name) and re.search(named, text) is not None
 
 
 _BY_DOMAIN: dict[str, Callable[[str, Problem], bool]] = {

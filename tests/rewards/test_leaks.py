@@ -16,6 +16,7 @@ MATH = Problem("m/1", "math", "What is 2 + 3?", "5")
 QA = Problem("q/1", "qa", "Capital of Australia?", "Canberra")
 YES = Problem("q/2", "qa", "Is 7 prime?", "yes")
 CHOICE = Problem("q/3", "qa", "Which is prime? (A) 4 (B) 7", "B")
+PAIR = Problem("m/2", "math", "Solve x + y = 3, x - y = -1. Give (x, y).", "(1, 2)")
 CODE = Problem("c/1", "code", "Write add(a, b).", None, tests=("assert add(1, 2) == 3",),
                entry_point="add")  # fmt: skip
 
@@ -38,6 +39,16 @@ CODE = Problem("c/1", "code", "Write add(a, b).", None, tests=("assert add(1, 2)
         (CODE, 'CustomCodeGenerate("def add(a, b): return a + b")', True),
         (CODE, 'CustomCodeGenerate("add = lambda a, b: a + b")', True),
         (CODE, 'CustomCodeGenerate("return the sum")', False),
+        # forms the checker accepts that a plain number search misses
+        (MATH, 'Custom("Reply with exactly <<<4+1>>>")', True),
+        (PAIR, 'Custom("Reply with exactly (1, 2) and nothing else")', True),
+        (PAIR, 'Custom("give the pair as (x, y)")', False),
+        (CHOICE, 'AnswerGenerate("reply with exactly b")', True),  # the lower-case letter
+        (YES, 'Custom("Never answer no. Reply with exactly yes")', True),  # not the options
+        (YES, 'AnswerGenerate("reply yes/no")', False),
+        (CODE, 'CustomCodeGenerate("import operator; add = operator.add")', True),
+        (CODE, 'CustomCodeGenerate("from operator import add")', True),
+        (CODE, 'CustomCodeGenerate("make sure add == the sum")', False),
     ],
 )
 def test_an_instruction_that_states_the_reference_is_found(problem, workflow, leaks):
