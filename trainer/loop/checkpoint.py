@@ -32,6 +32,7 @@ from flowgrpo.trainer.loop.rundir import (
     checkpoint_folders,
     latest_checkpoint,
     list_checkpoints,
+    remove_checkpoint,
 )
 
 logger = logging.getLogger(__name__)
@@ -156,20 +157,21 @@ def _swap_in(tmp: Path, final: Path) -> None:
         if aside.exists() and not final.exists():
             os.replace(aside, final)
         raise
-    shutil.rmtree(aside, ignore_errors=True)
+    if aside.exists():
+        remove_checkpoint(aside)
 
 
 def _prune(run_dir: Path, keep: int) -> None:
     whole = list_checkpoints(run_dir)
     for _, path in whole[:-keep] if keep > 0 else []:
-        shutil.rmtree(path, ignore_errors=True)
-        logger.info("deleted %s: logging.keep_checkpoints keeps the last %d", path.name, keep)
+        if remove_checkpoint(path):
+            logger.info("deleted %s: logging.keep_checkpoints keeps the last %d", path.name, keep)
     newest, kept = (whole[-1][0] if whole else -1), {path for _, path in whole}
     for stale in checkpoint_folders(run_dir):  # leftovers of a killed save or prune
         match = CHECKPOINT_NAME.match(stale.name)
         older_part = match is not None and stale not in kept and int(match.group(1)) < newest
         if CHECKPOINT_TEMP.match(stale.name) or older_part:
-            shutil.rmtree(stale, ignore_errors=True)
+            remove_checkpoint(stale)
 
 
 def load_checkpoint(path: str | Path, model, optimizer, scheduler) -> dict:

@@ -10,7 +10,9 @@ loads them).
   ``checkpoint-*``) is refused unless ``overwrite``, which deletes that run's files first;
 * a run deletes and overwrites only what it wrote itself: its marker :data:`RUN_MARKER` lists
   the names of :data:`RUN_FILES`, :data:`RUN_DIRS` and the execution cache that did not exist
-  when it started (its checkpoints are its own too); ``overwrite`` of a directory without a
+  when it started (its checkpoints are its own too), and in those folders and checkpoints
+  deletes only the files its writers write (a file of the user's there stays, with its
+  folder); ``overwrite`` of a directory without a
   marker is refused, and so is a fresh run into a directory whose ``config.yaml``, ``plots/``...
   a run would overwrite but did not write;
 * ``rollout.cache_path``, when relative, must stay inside the run directory; an absolute one
@@ -54,8 +56,18 @@ CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d+)$")
 STATE_FILE = "trainer_state.pt"
 ADAPTER_DIR = "adapter"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
-#: A save in progress (``tempfile.mkdtemp(prefix=".checkpoint-N.")``), renamed when complete.
-CHECKPOINT_TEMP = re.compile(r"^\.checkpoint-\d+\.")
+#: A save in progress (``tempfile.mkdtemp(prefix=".checkpoint-N.")``: eight random characters),
+#: renamed when complete, or a checkpoint renamed aside while its step is saved again.
+CHECKPOINT_TEMP = re.compile(r"^\.checkpoint-\d+\.(?:[a-z0-9_]{8}|old-\d+)$")
+#: What a save writes into a checkpoint folder (peft's ``save_pretrained`` the adapter's).
+_SAVED = {STATE_FILE: None, ADAPTER_DIR: {"adapter_config.json", ADAPTER_WEIGHTS, "README.md"}}
+#: In the run's folders, what its writers write: the reports' plots, the trackers' files.
+#: (names, also in subfolders): TensorBoard's events under ``tensorboard/<project>``.
+_WRITTEN_IN = {
+    "plots": (re.compile(r"^[\w-]+\.png$"), False),
+    "tensorboard": (re.compile(r"^events\.out\.tfevents\."), True),
+    "wandb": (re.compile(r"^(?:run-|offline-run-|latest-run$|debug)"), False),
+}
 #: Config keys that decide the model and the adapter's shape: a checkpoint only fits these.
 SHAPE_KEYS = (
     "model.name_or_path",
@@ -103,6 +115,31 @@ def checkpoint_folders(run_dir: str | Path) -> list[Path]:
         and child.is_dir()
         and not child.is_symlink()
     )
+
+
+def remove_checkpoint(folder: Path) -> bool:
+    """Delete what a save wrote in a checkpoint folder (:data:`_SAVED`), then the folders left
+    empty: a file of the user's in it (``checkpoint-99/notes.txt``, an eval's output) stays,
+    and so does the folder holding it (logged). Returns whether the folder is gone; a link is
+    left alone (what it points to is not the run's)."""
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    for name, inside in _SAVED.items():
+        path = folder / name
+        if inside is None and path.is_file() and not path.is_symlink():
+            path.unlink()
+        elif inside is not None and path.is_dir() and not path.is_symlink():
+            for file in inside:
+                if (path / file).is_file() and not (path / file).is_symlink():
+                    (path / file).unlink()
+            if not any(path.iterdir()):
+                path.rmdir()
+    if any(folder.iterdir()):
+        kept = ", ".join(sorted(p.name for p in folder.iterdir()))
+        logger.warning("kept %s: it holds files a save does not write (%s)", folder, kept)
+        return False
+    folder.rmdir()
+    return True
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
@@ -265,14 +302,42 @@ def clear_run(run_dir: str | Path) -> list[str]:
     inside = run_dir.resolve()
     owned = _read_marker(run_dir) or []
     paths = [run_dir / name for name in owned if (run_dir / name).resolve().is_relative_to(inside)]
-    paths += checkpoint_folders(run_dir)
+    checkpoints = checkpoint_folders(run_dir)
+    paths += checkpoints
     removed = []
     for path in [*paths, run_dir / RUN_MARKER]:
-        if path.resolve() != inside and remove(path):
+        if path.resolve() == inside:
+            continue
+        written = _WRITTEN_IN.get(path.name) if path.parent == run_dir else None
+        if written is not None:
+            gone = _remove_written(path, *written)
+        elif path in checkpoints:
+            gone = remove_checkpoint(path)
+        else:
+            gone = remove(path)
+        if gone:
             removed.append(path.name)
     if removed:
         logger.warning("--overwrite: deleted the old run's %s in %s", ", ".join(removed), run_dir)
     return removed
+
+
+def _remove_written(folder: Path, pattern: re.Pattern, deep: bool) -> bool:
+    """Delete what the run's writers put in ``folder`` (names ``pattern`` matches; in its
+    subfolders too when ``deep``), then the folders left empty; a file of the user's there
+    stays, and so does the folder holding it. Returns whether anything was deleted."""
+    if not folder.is_dir() or folder.is_symlink():
+        return remove(folder) if folder.is_symlink() else False
+    deleted = False
+    for child in sorted(folder.iterdir()):
+        if pattern.match(child.name):
+            deleted = remove(child) or deleted
+        elif deep and child.is_dir() and not child.is_symlink():
+            deleted = _remove_written(child, pattern, deep) or deleted
+    if not any(folder.iterdir()):
+        folder.rmdir()
+        deleted = True
+    return deleted
 
 
 def start_run_dir(

@@ -97,13 +97,13 @@ def test_overwrite_deletes_the_old_run_files_only(tmp_path):
     (run_dir / "notes.txt").write_text("mine")
     (run_dir / "checkpoint-notes.txt").write_text("mine too")  # named like, not a checkpoint
     (run_dir / "checkpoint-1-best-backup").mkdir()
-    (run_dir / ".checkpoint-6.abc123").mkdir()  # a save killed before its rename
+    (run_dir / ".checkpoint-6.abc_1234").mkdir()  # a save killed before its rename (mkdtemp)
     result = train(run_dir, "--max-steps", "1", "--overwrite")
     assert result.exit_code == 0, result.output
     assert steps_of(run_dir) == [1]
     assert not (run_dir / "checkpoint-5").exists() and (run_dir / "checkpoint-1").is_dir()
     assert not (run_dir / "tensorboard").exists()
-    assert not (run_dir / ".checkpoint-6.abc123").exists()
+    assert not (run_dir / ".checkpoint-6.abc_1234").exists()
     assert (run_dir / "notes.txt").read_text() == "mine", "files a run does not write are kept"
     assert (run_dir / "checkpoint-notes.txt").is_file()
     assert (run_dir / "checkpoint-1-best-backup").is_dir()
