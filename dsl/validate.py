@@ -198,6 +198,21 @@ def validate(
 
 @functools.lru_cache(maxsize=65536)
 def _validate_cached(workflow, domain, limits, allowed, table) -> Report:
+    try:
+        return _validate(workflow, domain, limits, allowed, table)
+    except RecursionError:  # nesting hundreds deep: past what the passes over the tree can walk
+        text = workflow if isinstance(workflow, str) else "<workflow>"
+        problem = Problem(
+            "too_deep",
+            f"constructs are nested too deep to read (limit {limits.max_depth})",
+            1,
+            1,
+            "flatten the workflow: fewer loops/conditionals/parallel blocks inside each other",
+        )
+        return Report(text=text, workflow=None, errors=(problem,))
+
+
+def _validate(workflow, domain, limits, allowed, table) -> Report:
     text = workflow
     if isinstance(workflow, str):
         try:

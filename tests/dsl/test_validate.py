@@ -176,3 +176,10 @@ def test_clear_caches_empties_the_parse_and_validate_caches():
     clear_caches()
     assert _parse_or_error.cache_info().currsize == 0
     assert _validate_cached.cache_info().currsize == 0
+
+
+@pytest.mark.parametrize("depth", [400, 3000])
+def test_nesting_past_what_the_passes_can_walk_is_a_too_deep_error_not_a_crash(depth):
+    report = validate("(Review ? " * depth + "Custom" + " : done)" * depth)
+    assert [p.code for p in report.errors] == ["too_deep"]
+    assert "flatten" in report.errors[0].hint
