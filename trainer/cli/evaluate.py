@@ -106,6 +106,8 @@ def _target(adapter, base, run_dir, search):
             checkpoint_adapter(run_dir)
         except FileNotFoundError as exc:
             fail(f"{exc}; or every checkpoint of a run: flowgrpo eval {run_dir} --all")
+        except ValueError as exc:  # a damaged adapter: the file, said on one line
+            fail(str(exc))
     adapter = adapter or run_dir
     if search:
         if base:

@@ -42,9 +42,14 @@ def check_adapter_files(directory: Path) -> Path:
     any model is loaded."""
     config = directory / "adapter_config.json"
     try:
-        json.loads(config.read_text(encoding="utf-8"))
+        data = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"{config} does not load ({exc}): the adapter is damaged") from None
+    if not isinstance(data, dict) or not data.get("peft_type"):
+        raise ValueError(
+            f"{config} is no PEFT adapter config (no peft_type): the adapter is damaged, or the "
+            "folder holds another model's files"
+        )
     weights = directory / "adapter_model.safetensors"
     if not weights.is_file() and not (directory / "adapter_model.bin").is_file():
         raise ValueError(

@@ -51,9 +51,12 @@ def _damage(run, part):
         "adapter config": damaged / "checkpoint-1" / "adapter" / "adapter_config.json",
         "state": damaged / "checkpoint-1" / "trainer_state.pt",
         "no weights": damaged / "checkpoint-1" / "adapter" / "adapter_model.safetensors",
+        "foreign config": damaged / "checkpoint-1" / "adapter" / "adapter_config.json",
     }[part]
     if part == "no weights":
         target.unlink()
+    elif part == "foreign config":
+        target.write_text('{"r": 4}')  # JSON, but no PEFT adapter's
     else:
         target.write_bytes(b"{junk")
     return damaged
@@ -189,6 +192,21 @@ CASES = [  # (name, args with {root} and {out}, what the error line names)
         "adapter_config.json does not load",
     ),
     (
+        "damaged adapter config: eval of the checkpoint",  # once a traceback
+        "eval {damaged}/checkpoint-1 --n 1",
+        "adapter_config.json does not load",
+    ),
+    (
+        "foreign adapter config: eval",  # once peft's KeyError: 'peft_type'
+        "eval {damaged}/checkpoint-1 --n 1",
+        "adapter_config.json is no PEFT adapter config",
+    ),
+    (
+        "foreign adapter config: export",
+        "export {damaged}/checkpoint-1 --merge {out}",
+        "adapter_config.json is no PEFT adapter config",
+    ),
+    (
         "missing weights: eval",  # once a Hugging Face hub error about a repo id
         "eval --adapter {damaged}/checkpoint-1 --n 1",
         "has no adapter weights (adapter_model.safetensors)",
@@ -214,6 +232,7 @@ DAMAGE = {
     "missing weights": "no weights",
     "damaged weights": "weights",
     "damaged adapter config": "adapter config",
+    "foreign adapter config": "foreign config",
     "damaged state": "state",
 }
 
