@@ -180,16 +180,37 @@ def shape_changes(config: TrainConfig, run_dir: str | Path, checkpoint: Path | N
     old: dict = {}
     saved = Path(run_dir) / CONFIG_FILE
     if saved.is_file():
-        old.update(_flat(yaml.safe_load(saved.read_text(encoding="utf-8")) or {}))
+        old.update(_flat(_saved_mapping(saved, yaml.safe_load)))
     adapter = checkpoint / ADAPTER_DIR / "adapter_config.json" if checkpoint else None
     if adapter is not None and adapter.is_file():
-        peft = json.loads(adapter.read_text(encoding="utf-8"))
+        peft = _saved_mapping(adapter, json.loads)
         old.update({key: peft[name] for key, name in _ADAPTER_KEYS.items() if name in peft})
     changes = []
     for key in SHAPE_KEYS:
         if key in old and _norm(old[key]) != _norm(new.get(key)):
             changes.append(f"{key}: {old[key]!r} -> {new.get(key)!r}")
     return changes
+
+
+def _saved_mapping(path: Path, load) -> dict:
+    """The mapping a run saved in ``path`` (read by ``load``); a :class:`RunDirError` naming
+    the file when it does not read as one (empty: nothing saved)."""
+    try:
+        data = load(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise RunDirError(
+            f"{path} does not load ({why}): the run's files are damaged; restore it, or start "
+            "the run again with --overwrite"
+        ) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise RunDirError(
+            f"{path} holds a {type(data).__name__}, not the mapping a run saves: the run's files "
+            "are damaged; restore it, or start the run again with --overwrite"
+        )
+    return data
 
 
 def check_run_dir(

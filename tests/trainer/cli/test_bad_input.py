@@ -52,11 +52,17 @@ def _damage(run, part):
         "state": damaged / "checkpoint-1" / "trainer_state.pt",
         "no weights": damaged / "checkpoint-1" / "adapter" / "adapter_model.safetensors",
         "foreign config": damaged / "checkpoint-1" / "adapter" / "adapter_config.json",
+        "run config list": damaged / "config.yaml",
+        "run config yaml": damaged / "config.yaml",
     }[part]
     if part == "no weights":
         target.unlink()
     elif part == "foreign config":
         target.write_text('{"r": 4}')  # JSON, but no PEFT adapter's
+    elif part == "run config list":
+        target.write_text("- a\n- b\n")
+    elif part == "run config yaml":
+        target.write_text("model: [\n")
     else:
         target.write_bytes(b"{junk")
     return damaged
@@ -223,6 +229,16 @@ CASES = [  # (name, args with {root} and {out}, what the error line names)
         "has no adapter weights",
     ),
     (
+        "run's config.yaml a list: resume",  # once AttributeError: 'list' object has no 'items'
+        f"train --config {TINY} --output-dir {{damaged}} --resume --max-steps 2",
+        "config.yaml holds a list",
+    ),
+    (
+        "run's config.yaml not YAML: resume",  # once a yaml ParserError traceback
+        f"train --config {TINY} --output-dir {{damaged}} --resume --max-steps 2",
+        "config.yaml does not load",
+    ),
+    (
         "damaged state: resume",
         "train --config {damaged}/config.yaml --output-dir {damaged} --resume --max-steps 2",
         "trainer_state.pt does not load",
@@ -233,6 +249,8 @@ DAMAGE = {
     "damaged weights": "weights",
     "damaged adapter config": "adapter config",
     "foreign adapter config": "foreign config",
+    "run's config.yaml a list": "run config list",
+    "run's config.yaml not YAML": "run config yaml",
     "damaged state": "state",
 }
 
