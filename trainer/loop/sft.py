@@ -93,8 +93,15 @@ def jsonl_pairs(
         if not isinstance(row, dict) or not {"question", "workflow"} <= set(row):
             raise ConfigError(f"{where}: write one object with 'question' and 'workflow'")
         domain = row.get("domain", "math")
-        report = validate(row["workflow"], domain=domain, operators=prompt.operators,
-                          limits=limits)  # fmt: skip
+        texts = (row["question"], row["workflow"], domain)
+        if not all(isinstance(t, str) for t in texts):
+            raise ConfigError(f"{where}: 'question', 'workflow' and 'domain' are strings, got "
+                              f"{', '.join(type(t).__name__ for t in texts)}")  # fmt: skip
+        try:
+            report = validate(row["workflow"], domain=domain, operators=prompt.operators,
+                              limits=limits)  # fmt: skip
+        except ValueError as exc:  # a domain the operator table does not know
+            raise ConfigError(f"{where}: {exc}") from None
         if not report.ok:
             raise ConfigError(f"{where}: workflow {row['workflow']!r} is not valid for "
                               f"{domain}: {report.errors[0].message}")  # fmt: skip

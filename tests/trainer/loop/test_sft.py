@@ -233,3 +233,19 @@ def test_flowgrpo_sft_saves_an_adapter_a_known_optimum_run_starts_from(tmp_path)
     assert any(float(p.detach().abs().sum()) > 0 for p in b), "the SFT moved the adapter"
     again = CliRunner().invoke(main, args)  # the folder now holds an adapter: refused
     assert again.exit_code == 2 and "not empty" in again.output
+
+
+@pytest.mark.parametrize(
+    ("row", "says"),
+    [
+        ({"question": 5, "workflow": ["Custom"]}, "are strings, got int, list, str"),
+        ({"question": "q", "workflow": "Custom", "domain": 3}, "are strings, got str, str, int"),
+        ({"question": "q", "workflow": "Custom", "domain": "chemistry"}, "chemistry"),
+    ],
+)
+def test_a_pair_whose_fields_are_not_text_is_a_config_error_naming_its_line(tmp_path, row, says):
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(json.dumps({"question": "q", "workflow": "Custom"}) + "\n" + json.dumps(row))
+    with pytest.raises(ConfigError, match="line 2") as caught:
+        jsonl_pairs(str(path), PolicyPrompt())
+    assert says in str(caught.value)
