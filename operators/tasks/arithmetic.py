@@ -418,7 +418,11 @@ def _one_problem(
             continue
         if split_of_question(question) == split and question not in seen:
             return name, level, question, term
-    raise RuntimeError(f"no {split} {name} problem found in {_MAX_DRAWS} draws (a generator bug)")
+    raise _Exhausted(f"no new {split} {name} problem in {_MAX_DRAWS} draws")
+
+
+class _Exhausted(Exception):
+    """The draws found no question not already generated: the split's stories run out."""
 
 
 def generate_arithmetic(
@@ -446,7 +450,14 @@ def generate_arithmetic(
     seen: set[str] = set()
     for index in range(n):
         rng = random.Random(f"arithmetic:{seed}:{split}:{index}")
-        name, level, question, term = _one_problem(rng, difficulty, split, seen)
+        try:
+            name, level, question, term = _one_problem(rng, difficulty, split, seen)
+        except _Exhausted as exc:
+            raise ValueError(
+                f"the arithmetic generator ran out of distinct {split} problems after {index} of "
+                f"{n} ({exc}): ask for at most {index} (--n, rollout.train_size), "
+                "or use a data set (gsm8k:PATH, jsonl:PATH)"
+            ) from None
         seen.add(question)
         problems.append(
             Problem(

@@ -439,3 +439,9 @@ def test_humaneval_reads_bundled_gzip():
 
     with gzip.open(humaneval_data_file(), "rt") as handle:
         assert sum(1 for line in handle if line.strip()) == 164
+
+
+def test_asking_for_more_problems_than_a_split_holds_says_how_many_it_holds():
+    # the easy test split runs out of distinct stories a little past 6,000 (measured)
+    with pytest.raises(ValueError, match=r"ran out of distinct test problems after (\d+) of 10000"):
+        generate_arithmetic(10000, split="test", difficulty="easy")
