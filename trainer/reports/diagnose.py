@@ -185,6 +185,23 @@ def _steps_of(history: Sequence[Mapping], flag) -> tuple[int, ...]:
     return tuple(line.get("step", i) for i, line in enumerate(history) if flag(line))
 
 
+def _check_numbers(history: Sequence[Mapping], path: Path) -> None:
+    """``ValueError`` naming the line and key where a value the checks read (or the step) is
+    not a number: a check passes over what it cannot read, so a file of strings would pass."""
+    keys = {"step"}.union(*(check_info(name)[0] for name in check_names()))
+    for number, line in enumerate(history, 1):
+        for key in sorted(keys & line.keys()):
+            value = line[key]
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float))
+            ):
+                raise ValueError(
+                    f"{path}, row {number}: {key} is {value!r} (a {type(value).__name__}), not a "
+                    "number; the health checks read numbers: this file was not written by a run "
+                    "as it is (fix or remove that row)"
+                )
+
+
 def _run_checks_over(history: Sequence[Mapping], config: HealthConfig) -> tuple[CheckResult, ...]:
     logged_keys = set().union(*(line.keys() for line in history)) if history else set()
     results = []
@@ -227,6 +244,7 @@ def diagnose(run_dir: str | Path) -> DiagnoseReport:
             f"{run_dir}: no such directory; pass a run directory (it holds {METRICS_FILE})"
         )
     history = read_jsonl(run_dir / METRICS_FILE)
+    _check_numbers(history, run_dir / METRICS_FILE)
     config, source = load_health_config(run_dir)
     checks = _run_checks_over(history, config)
     detector = replay(history, config.collapse_rule)

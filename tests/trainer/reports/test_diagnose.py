@@ -164,3 +164,17 @@ def test_read_jsonl_skips_blank_lines_and_a_torn_last_line_only(tmp_path):
 def test_format_steps_joins_runs():
     assert format_steps([1, 2, 3, 5, 7, 8]) == "1-3, 5, 7-8"
     assert format_steps(list(range(0, 40, 2)), limit=3).endswith("(17 more)")
+
+
+@pytest.mark.parametrize("value", ["0.0001", [0.0001], {"mean": 0.0001}, True])
+def test_a_value_the_checks_read_that_is_no_number_is_an_error_not_a_pass(tmp_path, value):
+    # written as numbers these rows fire entropy_low and fallback_high; a check passes over a
+    # value it cannot read, so as anything else they would have passed
+    rows = [{"step": i, "fallback_rate": 0.99, "entropy": 0.0001} for i in range(1, 13)]
+    rows[4]["entropy"] = value
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with pytest.raises(ValueError, match=r"row 5: entropy is .* not a number"):
+        diagnose(tmp_path)
+    rows[4]["entropy"] = None  # a value a step did not have: allowed
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert {c.name for c in diagnose(tmp_path).checks if c.steps} >= {"entropy_low"}
