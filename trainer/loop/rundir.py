@@ -254,6 +254,13 @@ def check_run_dir(
             f"({'; '.join(changes)}); its checkpoints only fit the old values: resume with "
             f"--config {run_dir / CONFIG_FILE}, or train into another --output-dir"
         )
+    reached = int(CHECKPOINT_NAME.match(checkpoint.name).group(1))
+    if config.optim.max_steps < reached:
+        raise RunDirError(
+            f"--resume: the run in {run_dir} has reached step {reached} ({checkpoint.name}), past "
+            f"optim.max_steps {config.optim.max_steps}: nothing to train; give --max-steps "
+            f"{reached} or more"
+        )
     return checkpoint
 
 

@@ -73,6 +73,16 @@ def test_resume_with_another_model_or_lora_shape_names_the_keys(tmp_path):
     assert modules.exit_code == 2 and "lora.target_modules" in modules.output
 
 
+def test_resume_with_max_steps_below_the_step_reached_is_refused_and_writes_nothing(tmp_path):
+    # once: "resumed at step 5", "done: 5 steps" and config.yaml rewritten with max_steps 3
+    run_dir = fake_run(tmp_path / "run", steps=5)
+    before = (run_dir / "config.yaml").read_bytes()
+    result = train(run_dir, "--resume", "--max-steps", "3")
+    assert result.exit_code == 2, result.output
+    assert "has reached step 5 (checkpoint-5), past optim.max_steps 3" in result.output
+    assert (run_dir / "config.yaml").read_bytes() == before, "config.yaml untouched"
+
+
 def test_a_directory_holding_a_run_is_refused_without_resume_or_overwrite(tmp_path):
     run_dir = fake_run(tmp_path / "run")
     (run_dir / "config.yaml").unlink()
