@@ -364,4 +364,6 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 def _as_int(value: Any) -> int:
-    return value if whole_number(value) else 0
+    """A token count the server reported; 0 (not reported) for anything that is not a count,
+    a negative number included (the cost reward adds these up)."""
+    return value if whole_number(value) and value >= 0 else 0

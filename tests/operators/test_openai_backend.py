@@ -122,6 +122,15 @@ def backend_for(server: FakeServer, **kwargs):
     return OpenAIBackend(base_url=server.url, **options)
 
 
+@pytest.mark.parametrize("count", [-5, 2.5, "7", None, True])
+def test_a_token_count_that_is_no_count_reads_as_not_reported(serve, count):
+    body = {**ok_body(), "usage": {"prompt_tokens": count, "completion_tokens": count}}
+    server = serve(lambda n, _: Reply(body=body))
+    with backend_for(server) as backend:
+        result = backend.generate([req("hello")])[0]
+    assert result.ok and (result.prompt_tokens, result.completion_tokens) == (0, 0)
+
+
 def test_openai_success_sends_payload_and_reads_usage(serve):
     server = serve(lambda n, body: Reply(body=ok_body(f"echo {body['messages'][-1]['content']}")))
     with backend_for(server, api_key="sk-test", max_new_tokens=50, temperature=0.2) as backend:
