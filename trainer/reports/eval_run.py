@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowgrpo.configuration import ConfigError
+from flowgrpo.dsl import validate
 from flowgrpo.operators.executor import ExecutorConfig, build_executor
 from flowgrpo.operators.models import resolve_device
 from flowgrpo.trainer.loop.metric_hooks import start_hooks
@@ -221,6 +222,8 @@ class EvalSession:
         """Evaluate the model as it is now: the JSON-ready result of ``flowgrpo eval``. With
         ``pick`` (``problem -> workflow``, described by ``picked``) its workflows are scored
         instead of the model's, in the same setting."""
+        if pick is not None:
+            pick = self._checked(pick, picked)
         result = evaluate(
             self.model, self.tokenizer, self.settings, self.llm, self.limits,
             progress=progress, hooks=self.hooks, prompt=self.prompt, pick=pick,
@@ -235,6 +238,27 @@ class EvalSession:
             "executor_limits": dataclasses.asdict(limits) if limits is not None else None,
         }
         return result
+
+    def _checked(self, pick, picked: str):
+        """``pick``, raising ``ValueError`` where it writes a workflow this setting does not
+        accept (a search made with another call budget or operator table): scored, every such
+        workflow is invalid, and the result would be zeros with no reason given."""
+        limits = self.limits.static_limits() if self.limits is not None else None
+        table = self.prompt.operators if self.prompt is not None else None
+
+        def checked(problem):
+            workflow = pick(problem)
+            options = {"limits": limits} if limits is not None else {}
+            report = validate(workflow, domain=problem.domain, operators=table, **options)
+            if not report.ok:
+                raise ValueError(
+                    f"{picked or 'the pick'} writes {workflow!r} for {problem.id}, which this "
+                    f"setting does not accept ({report.errors[0].message}): search in the "
+                    "setting you evaluate in (flowgrpo search --config RUN_DIR/config.yaml)"
+                )
+            return workflow
+
+        return checked
 
 
 def evaluate_one(adapter: str | Path | None, options: EvalOptions, progress=None) -> dict:

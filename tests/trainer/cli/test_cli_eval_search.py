@@ -52,3 +52,15 @@ def test_eval_refuses_search_with_base_or_all_and_reports_a_missing_file(tmp_pat
     result = _eval("--search", missing, "--model", "tiny-random", "--executor", "simulated")
     assert result.exit_code == 2 and "no such file" in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_a_pick_the_runs_setting_does_not_accept_is_an_error_not_a_table_of_zeros(tmp_path):
+    # a search made with a larger call budget: the run (3 calls) cannot run its pick; scored,
+    # every workflow was invalid and the result read validity 0 with no reason
+    checkpoint = simulated_run(tmp_path / "run")
+    search = tmp_path / "search.json"
+    heavy = "[Custom, Custom, Custom] -> ScEnsemble -> Review ? Revise : done"
+    search.write_text(json.dumps({"top": [{"workflow": heavy}]}))  # one pick for every problem
+    result = _eval(checkpoint, "--search", search, "--task", "arithmetic", "--n", "2")
+    assert result.exit_code == 2, result.output
+    assert "which this setting does not accept" in result.output and "(limit 3)" in result.output
