@@ -10,8 +10,10 @@ Writes ``OUT/NAME.md`` (replaced whole; OUT defaults to the run directory) and
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
+import sys
 from pathlib import Path
 
 from flowgrpo.trainer.reports.diagnose import diagnose, read_jsonl
@@ -82,9 +84,22 @@ def _per_step_table(history: list[dict]) -> list[str]:
     ]
 
 
+#: What every step of a run logs and the per-step table reads.
+STEP_KEYS = ("step", "fallback_rate", "validity_rate", "reward", "distinct_workflows", "step_time")
+
+
 def section(run_dir: Path, name: str, command: str, out: Path) -> str:
+    report = diagnose(run_dir)  # reads metrics.jsonl: a missing or damaged file says so
     history = read_jsonl(run_dir / "metrics.jsonl")
-    report = diagnose(run_dir)
+    if not history:
+        raise ValueError(f"{run_dir / 'metrics.jsonl'} holds no steps: nothing to summarize")
+    for number, row in enumerate(history, 1):
+        missing = [k for k in STEP_KEYS if not isinstance(row.get(k), (int, float))]
+        if missing:
+            raise ValueError(
+                f"{run_dir / 'metrics.jsonl'}, row {number}: no number for {', '.join(missing)}; "
+                "summarize a run directory that flowgrpo train wrote"
+            )
     fig = out / "figures" / f"{name}.png"
     _figure(history, fig)
     n = len(history)
@@ -102,7 +117,8 @@ def section(run_dir: Path, name: str, command: str, out: Path) -> str:
         [
             f"# `{command}`",
             "",
-            f"Measured on {platform.machine()}, 2 CPU cores, Python {platform.python_version()}: "
+            f"Measured on {platform.machine()}, {os.cpu_count()} CPU cores, Python "
+            f"{platform.python_version()}: "
             f"{n} steps, {wall / 60:.1f} minutes of step time. Collapse detector: "
             f"{report.collapses} of {report.updates} updates ({report.collapse_rate:.0%}); "
             f"rollbacks: {report.rollbacks}; alerts: {alerts}.",
@@ -127,10 +143,16 @@ def main() -> None:
     parser.add_argument("--name", default="default-run")
     parser.add_argument("--command", default="flowgrpo train")
     args = parser.parse_args()
+    if Path(args.name).name != args.name or args.name in ("", ".", ".."):
+        parser.error(f"--name {args.name!r}: a file name, not a path (the page is OUT/NAME.md)")
     out = Path(args.out or args.run_dir)
-    text = section(Path(args.run_dir), args.name, args.command, out)
-    path = out / f"{args.name}.md"
-    path.write_text(text + "\n", encoding="utf-8")
+    try:
+        text = section(Path(args.run_dir), args.name, args.command, out)
+        path = out / f"{args.name}.md"
+        path.write_text(text + "\n", encoding="utf-8")
+    except (OSError, ValueError) as exc:  # a missing or damaged run directory, an unwritable OUT
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     print(f"wrote {path}")
 
 

@@ -4,6 +4,7 @@ no doc in place)."""
 import json
 import sys
 
+import pytest
 from script_loader import load_script
 
 
@@ -27,3 +28,38 @@ def test_writes_its_own_page_with_the_thirds_of_the_run(tmp_path, monkeypatch):
     assert "![r](figures/r.png)" in text
     assert (tmp_path / "figures" / "r.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "RESULTS.md").read_text() == "# Results\n"  # no doc edited in place
+
+
+def _run(tmp_path, monkeypatch, capsys, *args):
+    monkeypatch.setattr(sys, "argv", ["summarize_run.py", *map(str, args)])
+    with pytest.raises(SystemExit) as stop:
+        load_script("summarize_run").main()
+    return stop.value.code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("metrics", "says"),
+    [
+        (None, "no such directory"),
+        ("", "holds no steps"),
+        ('{"step": 1, "fallback_rate": 0.5}\n', "row 1: no number for validity_rate"),
+        ("{not json\n{}\n", "line 1: not valid JSON"),
+    ],
+)
+def test_a_missing_or_damaged_run_is_one_error_line_and_exit_2(
+    tmp_path, monkeypatch, capsys, metrics, says
+):
+    run = tmp_path / "run"
+    if metrics is not None:
+        run.mkdir()
+        (run / "metrics.jsonl").write_text(metrics)
+    code, err = _run(tmp_path, monkeypatch, capsys, run)
+    assert code == 2 and says in err and "Traceback" not in err
+    assert not list(tmp_path.rglob("*.md")), "nothing written"
+
+
+def test_a_name_that_is_a_path_is_refused(tmp_path, monkeypatch, capsys):
+    code, err = _run(tmp_path, monkeypatch, capsys, tmp_path, "--out", tmp_path / "out",
+                     "--name", "../escaped")  # fmt: skip
+    assert code == 2 and "a file name, not a path" in err
+    assert not (tmp_path / "escaped.md").exists()
