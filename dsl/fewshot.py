@@ -26,6 +26,7 @@ from typing import Any
 from flowgrpo.configuration import ConfigError, check, load_yaml
 from flowgrpo.dsl.operators import DOMAINS, OperatorTable, default_table
 from flowgrpo.dsl.validate import DEFAULT_STATIC_LIMITS, StaticLimits, validate
+from flowgrpo.files import read_text
 
 __all__ = ["Example", "PromptSpec"]
 
@@ -92,7 +93,7 @@ def _check_example(
 def _read(path: str, where: str) -> dict:
     p = Path(path)
     check(p.is_file(), where, f"{p} does not exist; give a YAML or JSON file with {_FILE_KEYS}")
-    text = p.read_text(encoding="utf-8")
+    text = read_text(p)
     try:
         data = json.loads(text) if p.suffix.lower() == ".json" else load_yaml(text, str(p))
     except (json.JSONDecodeError, ConfigError) as exc:

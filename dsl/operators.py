@@ -33,6 +33,7 @@ from types import MappingProxyType
 from typing import Any
 
 from flowgrpo.configuration import ConfigError, from_dict, load_yaml
+from flowgrpo.files import read_text
 
 GENERATOR = "generator"
 ENSEMBLER = "ensembler"
@@ -220,7 +221,7 @@ class OperatorTable(Mapping):
         p = Path(path)
         if not p.is_file():
             raise ValueError(f"operator table {p} does not exist")
-        text = p.read_text(encoding="utf-8")
+        text = read_text(p)
         try:
             data = json.loads(text) if p.suffix == ".json" else load_yaml(text, str(p))
         except json.JSONDecodeError as exc:

@@ -26,6 +26,18 @@ def replace_text(path: str | os.PathLike, text: str) -> None:
         raise
 
 
+def read_text(path: str | os.PathLike) -> str:
+    """The UTF-8 text of ``path``; a file that is not UTF-8 text is a ``ValueError`` naming it
+    (Python's own error names the byte, not the file, so a user cannot tell which file)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): "
+            "give a text file (a binary file, or text in another encoding, cannot be read)"
+        ) from None
+
+
 def remove(path: str | os.PathLike) -> bool:
     """Delete what stands at ``path``: a folder with what it holds, a file, or a link (the link
     itself, never what it points to: a link to the user's folder leaves that folder whole).

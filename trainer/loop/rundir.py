@@ -35,7 +35,7 @@ from pathlib import Path
 import yaml
 
 from flowgrpo.configuration import to_dict
-from flowgrpo.files import remove
+from flowgrpo.files import read_text, remove
 from flowgrpo.trainer.config import TrainConfig, load_config, save_config
 
 logger = logging.getLogger(__name__)
@@ -166,7 +166,7 @@ def existing_run(run_dir: str | Path) -> list[str]:
     found = []
     metrics = run_dir / METRICS_FILE
     if metrics.is_file():
-        rows = sum(1 for line in metrics.read_text(encoding="utf-8").splitlines() if line.strip())
+        rows = sum(1 for line in read_text(metrics).splitlines() if line.strip())
         if rows:
             found.append(f"{METRICS_FILE} with {rows} step{'s' if rows != 1 else ''}")
     found += [p.name for p in checkpoint_folders(run_dir) if not p.name.startswith(".")]

@@ -30,6 +30,7 @@ from flowgrpo.configuration import ConfigError
 from flowgrpo.dsl import DEFAULT_STATIC_LIMITS, StaticLimits, validate
 from flowgrpo.dsl.generate import stratified_workflow
 from flowgrpo.dsl.operators import default_table
+from flowgrpo.files import read_text
 from flowgrpo.operators.executor import executor_limits
 from flowgrpo.operators.tasks import Problem, load_task
 from flowgrpo.rewards import prepare_samples
@@ -82,7 +83,7 @@ def jsonl_pairs(
         what = "is a folder" if file.is_dir() else "does not exist"
         raise ConfigError(f"sft.data: {path} {what}; give jsonl:PATH of a JSONL file")
     problems, workflows = [], []
-    for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_text(file).splitlines(), 1):
         if not line.strip():
             continue
         where = f"sft.data: {path}: line {n}"

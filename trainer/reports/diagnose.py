@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flowgrpo.configuration import load_yaml
+from flowgrpo.files import read_text
 from flowgrpo.trainer.monitoring.collapse import CollapseDecision, replay
 from flowgrpo.trainer.monitoring.health import (
     Alert,
@@ -171,7 +172,7 @@ def load_health_config(run_dir: str | Path) -> tuple[HealthConfig, str]:
     path = Path(run_dir) / CONFIG_FILE
     if not path.is_file():
         return HealthConfig(), "defaults (no config.yaml)"
-    data = load_yaml(path.read_text(encoding="utf-8"), f"{path} (fix or remove the file)") or {}
+    data = load_yaml(read_text(path), f"{path} (fix or remove the file)") or {}
     section = data.get("health") if isinstance(data, Mapping) else None
     if section is None:
         return HealthConfig(), "defaults (config.yaml has no health section)"

@@ -82,6 +82,22 @@ CASES = [  # (name, args with {root} and {out}, what the error line names)
     ),
     ("alias cycle", "train --config {root}/cycle.yaml --dry-run", "a cycle"),
     ("not UTF-8", "train --config {root}/latin1.yaml --dry-run", "cannot be read as UTF-8"),
+    # Python's decoding error names a byte, not the file: each names the file
+    (
+        "operator table not UTF-8",
+        "validate --operators {root}/latin1.yaml Custom",
+        "latin1.yaml: not UTF-8 text",
+    ),
+    (
+        "prompt file not UTF-8",
+        f"train --config {TINY} --set prompt.file={{root}}/latin1.yaml --dry-run",
+        "latin1.yaml: not UTF-8 text",
+    ),
+    (
+        "sft pairs not UTF-8",
+        f"sft --config {TINY} --set sft.data=jsonl:{{root}}/latin1.jsonl --out {{out}}",
+        "latin1.jsonl: not UTF-8 text",
+    ),
     ("not YAML", "train --config {root}/bad.yaml --dry-run", "bad.yaml: not valid YAML"),
     ("no such config", "train --config {root}/none.yaml --dry-run", "does not exist"),
     (
