@@ -23,6 +23,7 @@ whole space as the records before 0.3 scored it (``--space all``):
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from flowgrpo.dsl import DEFAULT_MAX_CALLS
@@ -111,7 +112,11 @@ def main(argv=None) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     details = []
     for path in paths:
-        world = load_world(path)
+        try:
+            world = load_world(path)
+        except ValueError as exc:  # a missing file, not YAML, not a world (the message says)
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
         line, best = row(world, args)
         print(line, flush=True)
         details += kind_table(world.name, best)

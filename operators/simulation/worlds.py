@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from flowgrpo.configuration import load_yaml
+from flowgrpo.files import read_text
 from flowgrpo.operators.simulation.params import SimulationParams
 
 WORLD_KEYS = ("name", "summary", "simulation", "rewards")
@@ -102,7 +103,7 @@ def load_world(path: str | Path) -> World:
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"world file {p} does not exist; see configs/worlds/ for the worlds")
-    data = load_yaml(p.read_text(encoding="utf-8"), f"world file {p}")
+    data = load_yaml(read_text(p), f"world file {p}")
     return world_from_dict(data if data is not None else {}, name=p.stem, path=str(p))
 
 

@@ -3,6 +3,7 @@ each kind's best."""
 
 from __future__ import annotations
 
+import pytest
 from script_loader import load_script
 
 WORLDS = "configs/worlds"
@@ -36,3 +37,18 @@ def test_the_table_shows_the_gap_of_an_adaptive_world_and_none_in_a_fixed_one(ca
 def test_the_whole_space_can_be_scored_as_the_records_were(capsys):
     load_script("worlds_table").main([f"{WORLDS}/cheap.yaml", "--space", "all"])
     assert "`Programmer`" in _rows(capsys.readouterr().out)["cheap"][2]
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [(None, "does not exist"), (b"- a\n", "expected a mapping"), (b"\xca\x5a\xe4", "not UTF-8")],
+)
+def test_a_world_file_that_is_missing_or_no_world_is_one_error_line(
+    tmp_path, capsys, content, says
+):
+    path = tmp_path / "world.yaml"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(SystemExit) as stop:
+        load_script("worlds_table").main([str(path)])
+    assert stop.value.code == 2 and says in capsys.readouterr().err
