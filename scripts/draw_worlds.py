@@ -143,7 +143,11 @@ def main(argv=None) -> None:
     p.add_argument("--max-calls", type=int, default=DEFAULT_MAX_CALLS,
                    help="(--adaptive) the call budget the gap is measured at")  # fmt: skip
     args = p.parse_args(argv)
+    if args.n < 1:
+        p.error(f"--n {args.n}: draw at least one world")
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        p.error(f"--out {out} is a file: give a folder for the world files")
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
     for i in range(args.n):

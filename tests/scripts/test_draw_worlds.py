@@ -41,3 +41,13 @@ def test_an_impossible_gap_stops_with_a_message(script, monkeypatch):
     monkeypatch.setattr(script, "MAX_TRIES", 2)
     with pytest.raises(SystemExit, match=r"no world with an oracle gap >= 5\.0 in 2 draws"):
         script.draw_adaptive(random.Random(0), "w", 5.0, 4)
+
+
+def test_a_count_below_one_or_a_file_as_the_folder_is_a_usage_error(tmp_path, capsys):
+    (tmp_path / "file").write_text("mine")
+    for args in (["--n", "0"], ["--n", "-3"], ["--out", str(tmp_path / "file")]):
+        argv = ["--seed", "1", "--out", str(tmp_path / "w"), *args]
+        with pytest.raises(SystemExit) as stop:
+            load_script("draw_worlds").main(argv)
+        assert stop.value.code == 2 and "error:" in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "mine" and not (tmp_path / "w").exists()
