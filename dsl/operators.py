@@ -210,6 +210,11 @@ class OperatorTable(Mapping):
         if not isinstance(data, list):
             raise ValueError(f"{where}: expected a list of operators, got {type(data).__name__}")
         specs = [OperatorSpec.from_dict(d, f"{where}: operator {i}") for i, d in enumerate(data)]
+        if not specs and not len(base):
+            raise ValueError(
+                f"{where}: extends none and declares no operators, so no workflow could be "
+                "valid; list operators, or extend aflow"
+            )
         try:
             return base.extend(*specs)
         except ValueError as exc:

@@ -97,6 +97,14 @@ def test_load_a_table_from_yaml_and_json(tmp_path):
         OperatorTable.load(bad)
 
 
+def test_a_file_that_extends_none_and_declares_nothing_is_refused(tmp_path):
+    # every workflow would be invalid, with the hint "operators: " naming none
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("extends: none\noperators: []\n")
+    with pytest.raises(ValueError, match=r"empty.yaml: extends none and declares no operators"):
+        OperatorTable.load(empty)
+
+
 def test_declared_operators_join_the_default_table_until_undeclared():
     assert "Critique" not in OPERATORS
     declare_operator(CRITIQUE)
