@@ -94,6 +94,10 @@ def _eval_result(path: str) -> dict:
     if not isinstance(result, dict) or "validity_rate" not in result:
         fail(f"--compare {path}: not an evaluation result (no validity_rate); give two files "
              "written by flowgrpo eval --json")  # fmt: skip
+    rate = result["validity_rate"]
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)):
+        fail(f"--compare {path}: validity_rate is {rate!r}, not a number: not a result "
+             "flowgrpo eval --json wrote")  # fmt: skip
     return result
 
 

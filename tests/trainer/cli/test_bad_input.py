@@ -369,6 +369,7 @@ def test_an_output_file_in_no_folder_is_refused_before_any_work(tmp_path):
         ("caf\xe9".encode("latin-1"), "cannot be read as JSON (UnicodeDecodeError"),
         (b"[1, 2]", "not an evaluation result"),
         (b'{"a": 1}', "not an evaluation result"),
+        (b'{"validity_rate": "x"}', "validity_rate is 'x', not a number"),  # once an empty table
     ],
 )
 def test_compare_names_a_file_that_is_no_evaluation_result(tmp_path, content, names):
