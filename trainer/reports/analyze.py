@@ -224,6 +224,11 @@ def analyze_samples(
             continue
         parsed.append(_classify(text, row.get("step"), domain, validation))
     if skipped and not parsed:
+        if field in seen_keys:
+            raise ValueError(
+                f"no row has text in field {field!r} (its values are not strings); name the "
+                "field that holds the model output as text (--field NAME)"
+            )
         raise ValueError(
             f"no row has a text field {field!r}; fields seen: {', '.join(sorted(seen_keys))}. "
             "Name the field that holds the model output (--field NAME)"

@@ -96,6 +96,9 @@ def test_other_field_names_and_chat_message_lists():
     assert (report.total, report.valid, report.skipped, report.distinct) == (2, 2, 1, 1)
     with pytest.raises(ValueError, match=r"no row has a text field 'completion'.*output"):
         analyze_samples(rows)
+    # the field is there but holds no text: said so, not "fields seen: completion"
+    with pytest.raises(ValueError, match=r"no row has text in field 'completion' \(its values"):
+        analyze_samples([{"completion": 5}, {"completion": None}])
 
 
 def test_top_limits_the_list_and_bad_arguments_are_rejected(sample_file):
