@@ -145,6 +145,8 @@ def eval_all_command(run_dir: str, options: EvalOptions, json_out: str | None) -
     count = len(list_checkpoints(run_dir))
     if not count:
         fail(no_checkpoints(run_dir))
+    if not json_out or json_out == "-":
+        _check_default_outputs(Path(run_dir), plot_only=json_out == "-")
     try:  # the bar closed first, so the error gets its own line
         with progress(total=options.n * (count + 1), desc=f"eval the start + {count} checkpoints",
                       unit="problem") as bar:  # fmt: skip
@@ -159,6 +161,23 @@ def eval_all_command(run_dir: str, options: EvalOptions, json_out: str | None) -
         fail(f"could not write the report: {exc}")
     click.echo(json.dumps(report, indent=2) if json_out == "-" else format_table(report))
     status("wrote " + " and ".join(str(p) for p in written))
+
+
+def _check_default_outputs(run_dir: Path, plot_only: bool) -> None:
+    """Before any evaluation: the default report files in ``run_dir`` are replaced only when
+    an earlier ``eval --all`` wrote them (its JSON report is there); a file of the user's under
+    either name is refused, never overwritten."""
+    report, plot = run_dir / JSON_FILE, run_dir / JSON_FILE.replace(".json", ".png")
+    try:
+        data = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else None
+    except (OSError, ValueError):
+        data = "unreadable"
+    ours = isinstance(data, dict) and {"run_dir", "checkpoints"} <= data.keys()
+    named = [p for p in ([plot] if plot_only else [report, plot]) if p.exists()]
+    if named and not ours:
+        fail(f"{', '.join(map(str, named))} exists and no eval --all report shows this command "
+             "wrote it, so it is not replaced: move it, or write the report elsewhere with "
+             "--json FILE")  # fmt: skip
 
 
 def eval_options(o: dict) -> EvalOptions:

@@ -176,3 +176,18 @@ def test_the_start_row_is_the_untrained_policy(run_dir, all_eval, tmp_path):
         result = invoke("eval", "--adapter", fresh, *EVAL)
     assert result.exit_code == 0, result.output
     assert recorder.texts == [everything.texts[0]]
+
+
+@pytest.mark.parametrize("name", ["eval_all.json", "eval_all.png"])
+def test_a_users_file_under_a_default_report_name_is_refused_not_overwritten(
+    run_dir, tmp_path, name
+):
+    copy = shutil.copytree(run_dir, tmp_path / "run")
+    (copy / name).write_text('{"my": "notes"}')
+    for json_out in ([], ["--json", "-"]):
+        result = invoke("eval", copy, "--all", *EVAL, *json_out)
+        if name == "eval_all.json" and json_out:  # with --json - only the plot is written
+            continue
+        assert result.exit_code == 2, result.output
+        assert "is not replaced" in result.output and name in result.output
+    assert (copy / name).read_text() == '{"my": "notes"}'
