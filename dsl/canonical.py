@@ -8,18 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowgrpo.dsl.ast import (
-    Cond,
-    Loop,
-    Node,
-    Op,
-    Parallel,
-    Seq,
-    Visitor,
-    Workflow,
-    op_nodes,
-    steps_of,
-)
+from flowgrpo.dsl import ast as tree
+from flowgrpo.dsl.ast import Cond, Loop, Node, Op, Parallel, Seq, Visitor, Workflow
 from flowgrpo.dsl.operators import AFLOW_OPERATORS, ENSEMBLER
 
 _QUOTE = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
@@ -73,7 +63,7 @@ def skeleton(workflow: Workflow | Node) -> str:
 def _reads_candidates(node: Node | None) -> bool:
     """Whether an operator in ``node`` may read the candidates of a parallel block before it."""
     return node is not None and any(
-        AFLOW_OPERATORS.role(op.name) in (None, ENSEMBLER) for op in op_nodes(node)
+        AFLOW_OPERATORS.role(op.name) in (None, ENSEMBLER) for op in tree.op_nodes(node)
     )
 
 
@@ -92,7 +82,7 @@ class _Normalised(Visitor[Any]):
     def _as(self, node: Node | None, steps: bool) -> Any:
         if not steps:
             return node
-        return () if node is None else steps_of(node)
+        return () if node is None else tree.steps_of(node)
 
     def visit_op(self, node: Op, steps: bool, in_loop: bool, read_after: bool) -> Any:
         return self._as(node, steps)
@@ -121,7 +111,7 @@ class _Normalised(Visitor[Any]):
             self.visit(b, False, in_loop, read_after) for b in (node.if_fail, node.if_pass)
         )
         if not in_loop and _same(fail, passed):
-            flat = (*steps_of(check), *(steps_of(fail) if fail is not None else ()))
+            flat = (*tree.steps_of(check), *(tree.steps_of(fail) if fail is not None else ()))
             return self._as(flat[0] if len(flat) == 1 else Seq(flat), steps)
         return self._as(Cond(check, fail, passed), steps)
 
