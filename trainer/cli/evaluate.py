@@ -167,7 +167,8 @@ def _check_default_outputs(run_dir: Path, plot_only: bool) -> None:
     """Before any evaluation: the default report files in ``run_dir`` are replaced only when
     an earlier ``eval --all`` wrote them (its JSON report is there); a file of the user's under
     either name is refused, never overwritten."""
-    report, plot = run_dir / JSON_FILE, run_dir / JSON_FILE.replace(".json", ".png")
+    report = run_dir / JSON_FILE
+    plot = report.with_suffix(".png")  # as the report's plot is written beside it
     try:
         data = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else None
     except (OSError, ValueError):
