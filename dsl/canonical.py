@@ -73,6 +73,11 @@ def _same(a: Node | None, b: Node | None) -> bool:
     )
 
 
+def _seq(*steps: Node) -> Node:
+    """The sequence of ``steps`` (one step: itself)."""
+    return steps[0] if len(steps) == 1 else Seq(steps)
+
+
 class _Normalised(Visitor[Any]):
     """``visit(node, steps, in_loop, read_after)``: the node written as :func:`skeleton`
     writes it; with ``steps``, the tuple of steps it stands for in a sequence (so sequences
@@ -92,11 +97,10 @@ class _Normalised(Visitor[Any]):
 
     def visit_seq(self, node: Seq, steps: bool, in_loop: bool, read_after: bool) -> Any:
         parts: list[tuple] = []
-        for i, step in reversed(list(enumerate(node.steps))):  # from the end: what reads after
-            later = read_after or any(_reads_candidates(s) for s in node.steps[i + 1 :])
-            parts.append(self.visit(step, True, in_loop, later))
-        flat = tuple(s for part in reversed(parts) for s in part)
-        return self._as(flat[0] if len(flat) == 1 else Seq(flat), steps)
+        for step in reversed(node.steps):  # from the end: whether a later step reads
+            parts.append(self.visit(step, True, in_loop, read_after))
+            read_after = read_after or _reads_candidates(step)
+        return self._as(_seq(*(s for part in reversed(parts) for s in part)), steps)
 
     def visit_parallel(self, node: Parallel, steps: bool, in_loop: bool, read_after: bool):
         # inside a branch nothing after the block reads its candidates: the block's own
@@ -111,8 +115,8 @@ class _Normalised(Visitor[Any]):
             self.visit(b, False, in_loop, read_after) for b in (node.if_fail, node.if_pass)
         )
         if not in_loop and _same(fail, passed):
-            flat = (*tree.steps_of(check), *(tree.steps_of(fail) if fail is not None else ()))
-            return self._as(flat[0] if len(flat) == 1 else Seq(flat), steps)
+            rest = tree.steps_of(fail) if fail is not None else ()
+            return self._as(_seq(*tree.steps_of(check), *rest), steps)
         return self._as(Cond(check, fail, passed), steps)
 
     def visit_loop(self, node: Loop, steps: bool, in_loop: bool, read_after: bool) -> Any:

@@ -16,7 +16,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from flowgrpo.trainer.reports.diagnose import diagnose, read_jsonl
+from flowgrpo.trainer.reports.diagnose import diagnose
 
 
 def _figure(history: list[dict], path: Path) -> None:
@@ -90,7 +90,7 @@ STEP_KEYS = ("step", "fallback_rate", "validity_rate", "reward", "distinct_workf
 
 def section(run_dir: Path, name: str, command: str, out: Path) -> str:
     report = diagnose(run_dir)  # reads metrics.jsonl: a missing or damaged file says so
-    history = read_jsonl(run_dir / "metrics.jsonl")
+    history = list(report.history)
     if not history:
         raise ValueError(f"{run_dir / 'metrics.jsonl'} holds no steps: nothing to summarize")
     for number, row in enumerate(history, 1):

@@ -59,14 +59,16 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 #: A save in progress (``tempfile.mkdtemp(prefix=".checkpoint-N.")``: eight random characters),
 #: renamed when complete, or a checkpoint renamed aside while its step is saved again.
 CHECKPOINT_TEMP = re.compile(r"^\.checkpoint-\d+\.(?:[a-z0-9_]{8}|old-\d+)$")
-#: What a save writes into a checkpoint folder (peft's ``save_pretrained`` the adapter's).
-_SAVED = {STATE_FILE: None, ADAPTER_DIR: {"adapter_config.json", ADAPTER_WEIGHTS, "README.md"}}
-#: In the run's folders, what its writers write: the reports' plots, the trackers' files.
-#: (names, also in subfolders): TensorBoard's events under ``tensorboard/<project>``.
+#: What each writer writes in the folder it owns, as paths relative to that folder: a save in
+#: a checkpoint (peft's ``save_pretrained`` the adapter's files), the reports in plots/,
+#: TensorBoard's event files (under ``tensorboard/<project>``), W&B's run folders and logs.
+_SAVED = re.compile(
+    r"^(?:trainer_state\.pt|adapter/(?:adapter_config\.json|adapter_model\.safetensors|README\.md))$"
+)
 _WRITTEN_IN = {
-    "plots": (re.compile(r"^[\w-]+\.png$"), False),
-    "tensorboard": (re.compile(r"^events\.out\.tfevents\."), True),
-    "wandb": (re.compile(r"^(?:run-|offline-run-|latest-run$|debug)"), False),
+    "plots": re.compile(r"^[\w-]+\.png$"),
+    "tensorboard": re.compile(r"^(?:[^/]+/)?events\.out\.tfevents\.[^/]*$"),
+    "wandb": re.compile(r"^(?:run-|offline-run-|latest-run$|debug)[^/]*$"),
 }
 #: Config keys that decide the model and the adapter's shape: a checkpoint only fits these.
 SHAPE_KEYS = (
@@ -118,25 +120,28 @@ def checkpoint_folders(run_dir: str | Path) -> list[Path]:
 
 
 def remove_checkpoint(folder: Path) -> bool:
-    """Delete what a save wrote in a checkpoint folder (:data:`_SAVED`), then the folders left
-    empty: a file of the user's in it (``checkpoint-99/notes.txt``, an eval's output) stays,
-    and so does the folder holding it (logged). Returns whether the folder is gone; a link is
-    left alone (what it points to is not the run's)."""
+    """Delete what a save wrote in a checkpoint folder (:func:`remove_written`): a file of the
+    user's in it (``checkpoint-99/notes.txt``, an eval's output) stays, with its folder."""
+    return remove_written(folder, _SAVED)
+
+
+def remove_written(folder: Path, written: re.Pattern, inside: str = "") -> bool:
+    """Delete what a writer put in ``folder``: the entries whose path relative to it
+    ``written`` matches (a folder matched goes whole), then the folders left empty. A file of
+    the user's stays, and so does the folder holding it (logged); a link is left alone (what
+    it points to is not the run's). Returns whether ``folder`` is gone."""
     if folder.is_symlink() or not folder.is_dir():
         return False
-    for name, inside in _SAVED.items():
-        path = folder / name
-        if inside is None and path.is_file() and not path.is_symlink():
-            path.unlink()
-        elif inside is not None and path.is_dir() and not path.is_symlink():
-            for file in inside:
-                if (path / file).is_file() and not (path / file).is_symlink():
-                    (path / file).unlink()
-            if not any(path.iterdir()):
-                path.rmdir()
+    for child in sorted(folder.iterdir()):
+        path = f"{inside}{child.name}"
+        if written.match(path):
+            remove(child)
+        elif child.is_dir() and not child.is_symlink():
+            remove_written(child, written, f"{path}/")
     if any(folder.iterdir()):
-        kept = ", ".join(sorted(p.name for p in folder.iterdir()))
-        logger.warning("kept %s: it holds files a save does not write (%s)", folder, kept)
+        if not inside:
+            kept = ", ".join(sorted(p.name for p in folder.iterdir()))
+            logger.warning("kept %s: it holds files the run does not write (%s)", folder, kept)
         return False
     folder.rmdir()
     return True
@@ -337,8 +342,8 @@ def clear_run(run_dir: str | Path) -> list[str]:
         if path.resolve() == inside:
             continue
         written = _WRITTEN_IN.get(path.name) if path.parent == run_dir else None
-        if written is not None:
-            gone = _remove_written(path, *written)
+        if written is not None and not path.is_symlink():  # a link: only the link goes
+            gone = remove_written(path, written)
         elif path in checkpoints:
             gone = remove_checkpoint(path)
         else:
@@ -348,24 +353,6 @@ def clear_run(run_dir: str | Path) -> list[str]:
     if removed:
         logger.warning("--overwrite: deleted the old run's %s in %s", ", ".join(removed), run_dir)
     return removed
-
-
-def _remove_written(folder: Path, pattern: re.Pattern, deep: bool) -> bool:
-    """Delete what the run's writers put in ``folder`` (names ``pattern`` matches; in its
-    subfolders too when ``deep``), then the folders left empty; a file of the user's there
-    stays, and so does the folder holding it. Returns whether anything was deleted."""
-    if not folder.is_dir() or folder.is_symlink():
-        return remove(folder) if folder.is_symlink() else False
-    deleted = False
-    for child in sorted(folder.iterdir()):
-        if pattern.match(child.name):
-            deleted = remove(child) or deleted
-        elif deep and child.is_dir() and not child.is_symlink():
-            deleted = _remove_written(child, pattern, deep) or deleted
-    if not any(folder.iterdir()):
-        folder.rmdir()
-        deleted = True
-    return deleted
 
 
 def start_run_dir(

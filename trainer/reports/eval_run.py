@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowgrpo.configuration import ConfigError
-from flowgrpo.dsl import validate
+from flowgrpo.dsl import DEFAULT_STATIC_LIMITS, validate
 from flowgrpo.operators.executor import ExecutorConfig, build_executor
 from flowgrpo.operators.models import resolve_device
 from flowgrpo.trainer.loop.metric_hooks import start_hooks
@@ -243,13 +243,12 @@ class EvalSession:
         """``pick``, raising ``ValueError`` where it writes a workflow this setting does not
         accept (a search made with another call budget or operator table): scored, every such
         workflow is invalid, and the result would be zeros with no reason given."""
-        limits = self.limits.static_limits() if self.limits is not None else None
+        limits = self.limits.static_limits() if self.limits is not None else DEFAULT_STATIC_LIMITS
         table = self.prompt.operators if self.prompt is not None else None
 
         def checked(problem):
             workflow = pick(problem)
-            options = {"limits": limits} if limits is not None else {}
-            report = validate(workflow, domain=problem.domain, operators=table, **options)
+            report = validate(workflow, domain=problem.domain, operators=table, limits=limits)
             if not report.ok:
                 raise ValueError(
                     f"{picked or 'the pick'} writes {workflow!r} for {problem.id}, which this "
