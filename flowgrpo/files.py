@@ -1,11 +1,19 @@
 """Files a command writes: replaced whole (a reader, or a process killed half-way, sees the old
-file or the new one, never an empty or half-written one) and removed without following links."""
+file or the new one, never an empty or half-written one), removed without following links, and
+the mark that tells a plot flowgrpo wrote from a user's PNG of the same name."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import struct
 from pathlib import Path
+
+#: The PNG text keyword (a ``tEXt`` chunk) every plot flowgrpo writes carries: a command
+#: replaces or deletes a PNG only when it carries it, so a user's ``plots/reward.png`` (or one
+#: drawn by an older flowgrpo, which wrote no mark) is never lost.
+PNG_MARK = "flowgrpo"
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def replace_text(path: str | os.PathLike, text: str) -> None:
@@ -50,3 +58,27 @@ def remove(path: str | os.PathLike) -> bool:
     else:
         return False
     return True
+
+
+def png_marked(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a PNG file (not a link) with a ``tEXt`` chunk keyed :data:`PNG_MARK`.
+    Chunks are read by the PNG layout (length, type, data, CRC: the PNG specification, section
+    5.3) up to the image data; anything else, or a file that cannot be read, is not marked."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        with path.open("rb") as handle:
+            if handle.read(8) != _PNG_SIGNATURE:
+                return False
+            while len(head := handle.read(8)) == 8:
+                length, kind = struct.unpack(">I4s", head)
+                if kind in (b"IDAT", b"IEND"):
+                    return False
+                data = handle.read(length)
+                if kind == b"tEXt" and data.split(b"\0", 1)[0] == PNG_MARK.encode("latin-1"):
+                    return True
+                handle.read(4)  # the CRC
+    except OSError:
+        return False
+    return False

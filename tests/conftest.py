@@ -9,7 +9,9 @@ SmolLM2 samples took 31 s alone and 227 s beside another worker). Set through
 """
 
 import os
+import struct
 import sys
+import zlib
 
 import pytest
 
@@ -35,3 +37,24 @@ def _converted_models_in_the_runs_temp(tmp_path_factory):
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     os.environ["FLOWGRPO_CACHE"] = str(shared / "flowgrpo-cache")
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    crc = zlib.crc32(kind + data)
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+
+@pytest.fixture
+def write_png():
+    """``write_png(path, text=None)``: a 1x1 grey PNG built here by the PNG layout (not by the
+    code under test), with a ``tEXt`` chunk ``text`` (``b"keyword\\0value"``) when given: a plot
+    flowgrpo wrote carries ``b"flowgrpo\\0plot"``, a user's PNG none."""
+
+    def write(path, text: bytes | None = None):
+        header = _png_chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+        marked = _png_chunk(b"tEXt", text) if text is not None else b""
+        pixels = _png_chunk(b"IDAT", zlib.compress(b"\x00\x80"))
+        path.write_bytes(b"\x89PNG\r\n\x1a\n" + header + marked + pixels + _png_chunk(b"IEND", b""))
+        return path
+
+    return write

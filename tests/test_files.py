@@ -56,3 +56,34 @@ def test_remove_takes_a_folder_a_file_and_a_link_but_never_what_a_link_points_to
     assert list(run.iterdir()) == []
     assert (theirs / "inner" / "keep.txt").read_text() == "the user's"
     assert remove(run / "absent") is False
+
+
+# ------------------------------------------- a plot's mark: a user's PNG is never taken for one
+
+
+def test_a_png_with_flowgrpos_text_chunk_is_marked(tmp_path, write_png):
+    from flowgrpo.files import png_marked
+
+    assert png_marked(write_png(tmp_path / "a.png", b"flowgrpo\0plot"))
+    assert png_marked(write_png(tmp_path / "b.png", b"flowgrpo\0"))
+
+
+@pytest.mark.parametrize(
+    "text", [None, b"Software\0flowgrpo", b"flowgrpo-like\0plot", b"Comment\0flowgrpo\0plot"]
+)
+def test_a_png_without_the_keyword_is_not_marked(tmp_path, write_png, text):
+    from flowgrpo.files import png_marked
+
+    assert not png_marked(write_png(tmp_path / "a.png", text))
+
+
+def test_what_is_not_a_whole_png_file_is_not_marked(tmp_path, write_png):
+    from flowgrpo.files import png_marked
+
+    marked = write_png(tmp_path / "a.png", b"flowgrpo\0plot")
+    (tmp_path / "text.png").write_text("flowgrpo\0plot")
+    (tmp_path / "cut.png").write_bytes(marked.read_bytes()[:45])  # cut in the keyword
+    (tmp_path / "link.png").symlink_to(marked)  # replacing it would write the target
+    (tmp_path / "folder.png").mkdir()
+    for name in ("text.png", "cut.png", "link.png", "folder.png", "missing.png"):
+        assert not png_marked(tmp_path / name), name

@@ -32,6 +32,7 @@ from flowgrpo.trainer.reports.eval_run import (
 )
 from flowgrpo.trainer.reports.evaluate import checkpoint_adapter, format_eval
 from flowgrpo.trainer.reports.evaluate import compare as compare_results
+from flowgrpo.trainer.reports.plots import check_replaceable
 
 #: What the library raises for bad input (a file, a config, a plugin): one line, exit 2.
 INPUT_ERRORS = (ValueError, FileNotFoundError, OSError, ImportError)
@@ -165,20 +166,21 @@ def eval_all_command(run_dir: str, options: EvalOptions, json_out: str | None) -
 
 def _check_default_outputs(run_dir: Path, plot_only: bool) -> None:
     """Before any evaluation: the default report files in ``run_dir`` are replaced only when
-    an earlier ``eval --all`` wrote them (its JSON report is there); a file of the user's under
-    either name is refused, never overwritten."""
+    an earlier ``eval --all`` wrote them (the JSON report is one, the plot carries flowgrpo's
+    PNG mark); a file of the user's under either name is refused, never overwritten."""
     report = run_dir / JSON_FILE
-    plot = report.with_suffix(".png")  # as the report's plot is written beside it
+    try:  # as the report's plot is written beside it
+        check_replaceable(report.with_suffix(".png"))
+    except FileExistsError as exc:
+        fail(f"{exc} (or the report with --json FILE)")
     try:
         data = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else None
     except (OSError, ValueError):
         data = "unreadable"
     ours = isinstance(data, dict) and {"run_dir", "checkpoints"} <= data.keys()
-    named = [p for p in ([plot] if plot_only else [report, plot]) if p.exists()]
-    if named and not ours:
-        fail(f"{', '.join(map(str, named))} exists and no eval --all report shows this command "
-             "wrote it, so it is not replaced: move it, or write the report elsewhere with "
-             "--json FILE")  # fmt: skip
+    if not plot_only and report.exists() and not ours:
+        fail(f"{report} exists and is not a report eval --all wrote, so it is not replaced: "
+             "move it, or write the report elsewhere with --json FILE")  # fmt: skip
 
 
 def eval_options(o: dict) -> EvalOptions:

@@ -47,6 +47,8 @@ def diagnose_command(run_dir, as_json: bool, plots: bool) -> None:
         )
     except ImportError as exc:
         fail(f"{exc} (plots need matplotlib: pip install matplotlib; or use --no-plots)")
+    except OSError as exc:  # a user's file under a plot's name is refused, never replaced
+        fail(f"could not write the plots: {exc} (or use --no-plots)")
     click.echo(f"plots: {len(written)} PNG files in {Path(run_dir) / 'plots'}", err=as_json)
 
 
@@ -65,5 +67,8 @@ def analyze_command(run_dir, samples_file, field, top, window, as_json, plots_di
     click.echo(json.dumps(report_to_json(report), indent=2) if as_json else format_analyze(report))
     out = plots_dir or (Path(run_dir) / "plots" if run_dir else None)
     if out is not None:
-        written = plot_analyze(report, out)
+        try:
+            written = plot_analyze(report, out)
+        except (ImportError, OSError) as exc:  # a user's file under a plot's name is refused
+            fail(f"could not write the plots: {exc}")
         click.echo(f"plots: {len(written)} PNG files in {out}", err=as_json)

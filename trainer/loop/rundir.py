@@ -30,12 +30,13 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 
 from flowgrpo.configuration import to_dict
-from flowgrpo.files import read_text, remove
+from flowgrpo.files import png_marked, read_text, remove
 from flowgrpo.trainer.config import TrainConfig, load_config, save_config
 
 logger = logging.getLogger(__name__)
@@ -70,6 +71,9 @@ _WRITTEN_IN = {
     "tensorboard": re.compile(r"^(?:[^/]+/)?events\.out\.tfevents\.[^/]*$"),
     "wandb": re.compile(r"^(?:run-|offline-run-|latest-run$|debug)[^/]*$"),
 }
+#: What tells a written file from a user's of the same name where the name alone cannot: a
+#: report's plot carries flowgrpo's PNG mark (a user's ``plots/reward.png`` does not).
+_OURS_IN = {"plots": png_marked}
 #: Config keys that decide the model and the adapter's shape: a checkpoint only fits these.
 SHAPE_KEYS = (
     "model.name_or_path",
@@ -125,19 +129,22 @@ def remove_checkpoint(folder: Path) -> bool:
     return remove_written(folder, _SAVED)
 
 
-def remove_written(folder: Path, written: re.Pattern, inside: str = "") -> bool:
+def remove_written(
+    folder: Path, written: re.Pattern, ours: Callable[[Path], bool] | None = None, inside: str = ""
+) -> bool:
     """Delete what a writer put in ``folder``: the entries whose path relative to it
-    ``written`` matches (a folder matched goes whole), then the folders left empty. A file of
-    the user's stays, and so does the folder holding it (logged); a link is left alone (what
-    it points to is not the run's). Returns whether ``folder`` is gone."""
+    ``written`` matches (a folder matched goes whole) and, where ``ours`` is given, that it
+    accepts, then the folders left empty. A file of the user's stays, and so does the folder
+    holding it (logged); a link is left alone (what it points to is not the run's). Returns
+    whether ``folder`` is gone."""
     if folder.is_symlink() or not folder.is_dir():
         return False
     for child in sorted(folder.iterdir()):
         path = f"{inside}{child.name}"
-        if written.match(path):
+        if written.match(path) and (ours is None or ours(child)):
             remove(child)
         elif child.is_dir() and not child.is_symlink():
-            remove_written(child, written, f"{path}/")
+            remove_written(child, written, ours, f"{path}/")
     if any(folder.iterdir()):
         if not inside:
             kept = ", ".join(sorted(p.name for p in folder.iterdir()))
@@ -343,7 +350,7 @@ def clear_run(run_dir: str | Path) -> list[str]:
             continue
         written = _WRITTEN_IN.get(path.name) if path.parent == run_dir else None
         if written is not None and not path.is_symlink():  # a link: only the link goes
-            gone = remove_written(path, written)
+            gone = remove_written(path, written, _OURS_IN.get(path.name))
         elif path in checkpoints:
             gone = remove_checkpoint(path)
         else:

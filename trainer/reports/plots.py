@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from flowgrpo.files import PNG_MARK, png_marked
 from flowgrpo.trainer.monitoring.collapse import replay
 
 PLOTS_DIR = "plots"
@@ -31,11 +32,24 @@ def new_figure(width: float = 7.0, height: float = 3.6):
     return figure, figure.add_subplot(1, 1, 1)
 
 
+def check_replaceable(path: Path) -> None:
+    """A ``FileExistsError`` when something stands at ``path`` that a plot may not replace:
+    anything but a PNG flowgrpo wrote (:func:`flowgrpo.files.png_marked`): a user's file of the
+    same name, a link, a folder, or a plot of a flowgrpo older than the mark."""
+    if (path.exists() or path.is_symlink()) and not png_marked(path):
+        raise FileExistsError(
+            f"{path} exists and is not a plot flowgrpo wrote (it carries no '{PNG_MARK}' PNG "
+            "mark), so it is not replaced: move it or delete it, or write the plots elsewhere"
+        )
+
+
 def save(figure, path: Path) -> Path:
-    """Write ``figure`` as PNG to ``path`` (parent folders created)."""
+    """Write ``figure`` as PNG to ``path`` (parent folders created), marked as flowgrpo's, so
+    a later command replaces or deletes it and nothing else (:func:`check_replaceable`)."""
+    check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
-    figure.savefig(path, format="png")
+    figure.savefig(path, format="png", metadata={PNG_MARK: "plot"})
     return path
 
 

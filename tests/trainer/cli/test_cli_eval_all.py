@@ -191,3 +191,16 @@ def test_a_users_file_under_a_default_report_name_is_refused_not_overwritten(
         assert result.exit_code == 2, result.output
         assert "is not replaced" in result.output and name in result.output
     assert (copy / name).read_text() == '{"my": "notes"}'
+
+
+def test_a_users_plot_beside_an_eval_all_report_is_refused_not_overwritten(
+    run_dir, tmp_path, write_png
+):
+    copy = shutil.copytree(run_dir, tmp_path / "run")
+    (copy / "eval_all.json").write_text(json.dumps({"run_dir": str(copy), "checkpoints": []}))
+    mine = write_png(copy / "eval_all.png", b"Software\0my own plot")
+    before = mine.read_bytes()
+    result = invoke("eval", copy, "--all", *EVAL)
+    assert result.exit_code == 2, result.output
+    assert "eval_all.png exists and is not a plot flowgrpo wrote" in result.output
+    assert mine.read_bytes() == before

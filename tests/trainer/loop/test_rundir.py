@@ -126,13 +126,22 @@ def _old_run(run_dir):
     return run_dir
 
 
-def test_overwrite_keeps_a_users_file_in_the_runs_plots_folder(tmp_path):
+def test_overwrite_keeps_a_users_file_in_the_runs_plots_folder(tmp_path, write_png):
     run = _old_run(tmp_path / "run")
     (run / "plots").mkdir()
-    (run / "plots" / "reward.png").write_bytes(b"png")  # the report's
+    write_png(run / "plots" / "reward.png", b"flowgrpo\0plot")  # the report's
     (run / "plots" / "notes.txt").write_text("mine")
     clear_run(run)
     assert sorted(p.name for p in (run / "plots").iterdir()) == ["notes.txt"]
+
+
+def test_overwrite_keeps_a_users_png_of_a_plots_name(tmp_path, write_png):
+    run = _old_run(tmp_path / "run")
+    (run / "plots").mkdir()
+    write_png(run / "plots" / "reward.png", b"flowgrpo\0plot")  # the report's
+    write_png(run / "plots" / "entropy.png", b"Software\0my own script")  # the user's
+    clear_run(run)
+    assert sorted(p.name for p in (run / "plots").iterdir()) == ["entropy.png"]
 
 
 def test_overwrite_deletes_the_trackers_event_files_and_their_emptied_folders(tmp_path):

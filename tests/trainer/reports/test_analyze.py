@@ -226,3 +226,18 @@ def test_a_run_config_that_does_not_load_is_named(run_dir):
     assert result.exit_code != 0
     assert "config.yaml: " in result.output and "max_stepz" in result.output
     assert "--samples FILE" in result.output and "Traceback" not in result.output
+
+
+def test_analyze_names_a_users_png_under_a_charts_name_and_keeps_it(run_dir, write_png):
+    from click.testing import CliRunner
+
+    from flowgrpo.trainer.cli.app import main
+
+    (run_dir / "charts").mkdir()
+    mine = write_png(run_dir / "charts" / "operators.png", b"Comment\0mine")
+    before = mine.read_bytes()
+    args = ["analyze", str(run_dir), "--plots", str(run_dir / "charts")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "operators.png exists and is not a plot flowgrpo wrote" in result.output
+    assert mine.read_bytes() == before

@@ -178,3 +178,34 @@ def test_a_value_the_checks_read_that_is_no_number_is_an_error_not_a_pass(tmp_pa
     rows[4]["entropy"] = None  # a value a step did not have: allowed
     (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     assert {c.name for c in diagnose(tmp_path).checks if c.steps} >= {"entropy_low"}
+
+
+def test_plots_replace_their_own_files_and_never_a_users(run_dir, write_png):
+    from flowgrpo.trainer.reports.plots import check_replaceable
+
+    history = diagnose(run_dir).history
+    first = plot_run(run_dir, history)
+    assert all(b"tEXtflowgrpo\0" in p.read_bytes() for p in first)  # the mark, in the file
+    assert plot_run(run_dir, history) == first  # a second diagnose replaces its own plots
+    mine = write_png(run_dir / "plots" / "grad_norm.png", b"Software\0my own script")
+    before = mine.read_bytes()
+    with pytest.raises(FileExistsError, match=r"grad_norm\.png exists and is not a plot"):
+        plot_run(run_dir, history)
+    assert mine.read_bytes() == before
+    (run_dir / "plots" / "mine").mkdir()
+    with pytest.raises(FileExistsError, match="move it or delete it"):
+        check_replaceable(run_dir / "plots" / "mine")
+
+
+def test_diagnose_names_a_users_png_under_a_plots_name_and_keeps_it(run_dir, write_png):
+    from click.testing import CliRunner
+
+    from flowgrpo.trainer.cli.app import main
+
+    (run_dir / "plots").mkdir()
+    mine = write_png(run_dir / "plots" / "reward.png")
+    result = CliRunner().invoke(main, ["diagnose", str(run_dir)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "reward.png exists and is not a plot flowgrpo wrote" in result.output
+    assert "--no-plots" in result.output and "Checklist" in result.output  # the report printed
+    assert b"tEXt" not in mine.read_bytes()
