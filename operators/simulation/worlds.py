@@ -104,7 +104,10 @@ def load_world(path: str | Path) -> World:
     if not p.is_file():
         raise ValueError(f"world file {p} does not exist; see configs/worlds/ for the worlds")
     data = load_yaml(read_text(p), f"world file {p}")
-    return world_from_dict(data if data is not None else {}, name=p.stem, path=str(p))
+    if data is None:  # read as the default world, a cut-off copy would go unnoticed
+        raise ValueError(f"world file {p} is empty; write at least `simulation: {{}}` (the "
+                         "documented defaults), see configs/worlds/README.md")  # fmt: skip
+    return world_from_dict(data, name=p.stem, path=str(p))
 
 
 __all__ = ["REWARD_KEYS", "WORLD_KEYS", "World", "load_world", "world_from_dict"]

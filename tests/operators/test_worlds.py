@@ -110,3 +110,13 @@ def test_bad_worlds_name_the_key(data, message):
 def test_a_missing_file_says_where_the_worlds_are(tmp_path):
     with pytest.raises(ValueError, match="configs/worlds"):
         load_world(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize("text", ["", "# a comment and nothing else\n", "\n\n"])
+def test_an_empty_world_file_is_refused_not_read_as_the_default_world(tmp_path, text):
+    path = tmp_path / "cut.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=r"cut\.yaml is empty; write at least `simulation: {}`"):
+        load_world(path)
+    path.write_text("simulation: {}\n")  # the default world, written out, is one
+    assert load_world(path).params == load_world("configs/worlds/default.yaml").params
