@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flowgrpo.configuration import ConfigError, check, load_yaml
+from flowgrpo.configuration import ConfigError, check, check_types, load_yaml
 from flowgrpo.dsl.operators import DOMAINS, OperatorTable, default_table
 from flowgrpo.dsl.validate import DEFAULT_STATIC_LIMITS, StaticLimits, validate
 from flowgrpo.files import read_text
@@ -156,6 +156,7 @@ class PromptSpec:
             examples = tuple(_example(e, f"{_NAME}.examples[{i}]") for i, e in enumerate(raw))
             object.__setattr__(self, "examples", examples)
         object.__setattr__(self, "meta_keys", _meta_keys(self.meta_keys))
+        check_types(self, "prompt.")  # after the checks above: they name the fix for a type
 
     def check(
         self,

@@ -4,8 +4,10 @@ Every config section of flowgrpo (``TrainConfig``'s sections, ``LossConfig``, ``
 ``RewardSpec``'s options, the simulated executor's parameters) is a frozen dataclass that
 
 * documents every field in its docstring (units, paper link),
-* checks its fields in ``__post_init__`` with :func:`check`, which raises :class:`ConfigError`
-  naming the field and the fix, and
+* checks its fields in ``__post_init__``: their types with :func:`check_types` (a section
+  built in Python is held to what ``from_dict`` asks of YAML; first, unless the section's own
+  rules already name the fix for a wrong type), and their ranges with :func:`check`, which
+  raises :class:`ConfigError` naming the field and the fix, and
 * is built from YAML data with :func:`from_dict`, which rejects unknown keys with a
   "did you mean" suggestion and coerces values to the annotated types (YAML reads ``3e-5``
   as a string and ``off`` as False; both are turned back into what the field expects).
@@ -27,7 +29,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-__all__ = ["ConfigError", "check", "from_dict", "to_dict"]
+__all__ = ["ConfigError", "check", "check_types", "from_dict", "to_dict"]
 
 T = TypeVar("T")
 
@@ -40,6 +42,25 @@ def check(ok: bool, field: str, fix: str) -> None:
     """Raise ``ConfigError("field: fix")`` unless ``ok``."""
     if not ok:
         raise ConfigError(f"{field}: {fix}")
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def check_types(section: Any, path: str) -> None:
+    """Each field of the dataclass ``section`` as its annotation asks, by the rules of
+    :func:`coerce` (what ``from_dict`` applies to YAML), or ``ConfigError`` naming
+    ``path + field``: ``OptimConfig(max_steps=2.5)`` or ``RolloutConfig(execute="no")`` built
+    in Python is refused as the same values in a YAML file are, not used. Values are stored
+    as ``coerce`` returns them (a list given for a tuple field is kept as a tuple); a nested
+    section must be given built (its own ``__post_init__`` checked it)."""
+    hints = _hints(type(section))
+    for f in dataclasses.fields(section):
+        if f.init:
+            value = coerce(getattr(section, f.name), hints[f.name], f"{path}{f.name}", None, True)
+            object.__setattr__(section, f.name, value)
 
 
 def finite_number(value: Any) -> bool:
@@ -97,12 +118,21 @@ def _default(field: dataclasses.Field) -> Any:
     return None
 
 
-def coerce(value: Any, hint: Any, name: str, default: Any = None) -> Any:
+def coerce(value: Any, hint: Any, name: str, default: Any = None, built: bool = False) -> Any:
     """``value`` as the type ``hint`` asks for, or ``ConfigError`` naming ``name``.
 
     ``default``: the field's default; a nested section starts from it (see :func:`from_dict`).
+    ``built``: a nested section must be an instance already (:func:`check_types`), not data.
     """
     origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if dataclasses.is_dataclass(hint) and (built or isinstance(value, hint)):
+        if not isinstance(value, hint):
+            kind = hint.__name__
+            raise ConfigError(
+                f"{name}: expected an instance of {kind}, got {value!r}; build it ({kind}(...)) "
+                "or load the whole config from a mapping (from_dict)"
+            )
+        return value
     if dataclasses.is_dataclass(hint):
         raw = getattr(hint, "_from_raw", None)
         if raw:
@@ -113,7 +143,7 @@ def coerce(value: Any, hint: Any, name: str, default: Any = None) -> Any:
         if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]
-        return coerce(value, inner[0], name) if len(inner) == 1 else value
+        return coerce(value, inner[0], name, built=built) if len(inner) == 1 else value
     if origin is typing.Literal:
         return _literal(value, args, name)
     if origin is tuple:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flowgrpo.configuration import from_dict
+from flowgrpo.configuration import check_types, from_dict
 from flowgrpo.dsl.validate import DEFAULT_MAX_CALLS
 
 DIVERSITY_METRICS = ("canonical", "structural")
@@ -80,6 +80,7 @@ class RewardOptions:
         return DEFAULT_MAX_CALLS if self.cost_max_calls is None else self.cost_max_calls
 
     def __post_init__(self):
+        check_types(self, "rewards.options.")
         levels = [getattr(self, name) for name in _LEVELS]
         for name, value in zip(_LEVELS, levels):
             _check_unit(name, value)

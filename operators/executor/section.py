@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowgrpo.configuration import check
+from flowgrpo.configuration import check, check_types
 from flowgrpo.dsl.validate import DEFAULT_MAX_CALLS
 
 __all__ = ["BUILT_IN_KINDS", "ExecutorConfig"]
@@ -78,6 +78,7 @@ class ExecutorConfig:
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
+        check_types(self, "executor.")
         check(  # a plugin's backend kind or dotted path is looked up when the run is built
             isinstance(self.kind, str) and bool(self.kind.strip()),
             "executor.kind",

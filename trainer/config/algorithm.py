@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from flowgrpo.configuration import check, finite_number, whole_number
+from flowgrpo.configuration import check, check_types, finite_number, whole_number
 
 __all__ = ["AlgorithmConfig", "EntropyControl", "LossConfig"]
 
@@ -96,6 +96,7 @@ class LossConfig:
             "algorithm.loss.clip_cov_lb",
             f"{self.clip_cov_lb!r} must be below clip_cov_ub={self.clip_cov_ub!r}",
         )
+        check_types(self, "algorithm.loss.")  # after the rules above: they name the fix
 
 
 _UNIT = "use a value in [0, 1): the ratio floor 1 - epsilon must stay positive"
@@ -150,6 +151,7 @@ class EntropyControl:
     max_coef: float = 0.05
 
     def __post_init__(self) -> None:
+        check_types(self, "algorithm.entropy_control.")
         name = "algorithm.entropy_control"
         check(
             self.target is None or (finite_number(self.target) and self.target > 0),
@@ -188,6 +190,7 @@ class AlgorithmConfig:
     reference: str = "base"
 
     def __post_init__(self):
+        check_types(self, "algorithm.")
         check(isinstance(self.advantage, str), "algorithm.advantage", "name an estimator")
         check(self.num_iterations >= 1, "algorithm.num_iterations", "must be >= 1")
         check(self.reference in ("base", "start"), "algorithm.reference", "use base or start")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flowgrpo.configuration import check, from_dict
+from flowgrpo.configuration import check, check_types, from_dict
 from flowgrpo.trainer.monitoring.trackers import TRACKERS
 
 __all__ = ["LoggingConfig"]
@@ -40,6 +40,7 @@ class LoggingConfig:
     run_name: str | None = None
 
     def __post_init__(self):
+        check_types(self, "logging.")
         for name in self.report_to:
             check(
                 name in TRACKERS,

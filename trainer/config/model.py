@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from flowgrpo.configuration import check
+from flowgrpo.configuration import check, check_types
 from flowgrpo.operators.random_models import is_random_name, random_shape
 
 __all__ = ["LoraSettings", "ModelConfig"]
@@ -41,6 +41,7 @@ class ModelConfig:
     init_adapter: str | None = None
 
     def __post_init__(self):
+        check_types(self, "model.")
         if is_random_name(self.name_or_path):
             try:
                 random_shape(self.name_or_path)  # its error lists the shapes
@@ -74,6 +75,10 @@ class LoraSettings:
     target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
 
     def __post_init__(self):
+        check_types(self, "lora.")
         check(self.r >= 1, "lora.r", "must be >= 1")
+        check(  # the update is scaled by alpha / r: 0 learns nothing, a negative one flips it
+            self.alpha >= 1, "lora.alpha", f"must be >= 1 (scale = alpha / r), got {self.alpha}"
+        )
         check(0 <= self.dropout < 1, "lora.dropout", "must be in [0, 1)")
         check(len(self.target_modules) > 0, "lora.target_modules", "name at least one module")

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from flowgrpo.configuration import check
+from flowgrpo.configuration import check, check_types
 
 __all__ = ["OptimConfig"]
 
@@ -43,7 +43,14 @@ class OptimConfig:
     bf16: bool = False
 
     def __post_init__(self):
+        check_types(self, "optim.")
         check(self.lr > 0 and math.isfinite(self.lr), "optim.lr", "must be a positive number")
+        check(
+            math.isfinite(self.weight_decay) and self.weight_decay >= 0,
+            "optim.weight_decay",
+            "must be a number >= 0 (AdamW's decay; 0: none)",
+        )
+        check(self.warmup_steps >= 0, "optim.warmup_steps", "must be >= 0 (0: no warmup)")
         check(self.scheduler in ("constant", "cosine"), "optim.scheduler", "use constant or cosine")
         check(0 <= self.min_lr_rate <= 1, "optim.min_lr_rate", "must be a fraction of lr in [0, 1]")
         check(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from flowgrpo.configuration import ConfigError, check, finite_number
+from flowgrpo.configuration import ConfigError, check, check_types, finite_number
 
 __all__ = ["K_WARNING", "RolloutConfig"]
 
@@ -116,6 +116,7 @@ class RolloutConfig:
     seed: int = 0
 
     def __post_init__(self):
+        check_types(self, "rollout.")
         k = self.num_generations
         check(
             k >= 2,
@@ -130,6 +131,8 @@ class RolloutConfig:
             "rollout.temperature",
             "must be > 0: greedy sampling makes every group identical (zero variance)",
         )
+        check(finite_number(self.temperature), "rollout.temperature", "must be a finite number")
+        check(self.train_size >= 1, "rollout.train_size", "must be >= 1 (training problems)")
         check(0 < self.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
         check(self.max_new_tokens >= 1, "rollout.max_new_tokens", "must be >= 1")
         for name, ok in (

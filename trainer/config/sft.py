@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from flowgrpo.configuration import check
+from flowgrpo.configuration import check, check_types
 
 __all__ = ["SFTConfig"]
 
@@ -66,6 +66,7 @@ class SFTConfig:
     seed: int = 0
 
     def __post_init__(self):
+        check_types(self, "sft.")
         check(
             self.data == "grammar" or str(self.data).startswith("jsonl:"),
             "sft.data",

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from flowgrpo.configuration import ConfigError, check, from_dict, load_yaml, to_dict
+from flowgrpo.configuration import ConfigError, check, check_types, from_dict, load_yaml, to_dict
 from flowgrpo.dsl.fewshot import PromptSpec
 from flowgrpo.files import replace_text
 from flowgrpo.operators.custom import check_records
@@ -64,6 +64,7 @@ class TrainConfig:
         """Cross-field rules, checked at load; derived values are derived here and only here.
         Data only: plugins, registry names and an executor plugin's ``executor.options`` wait for
         ``loop.environment.build_environment``."""
+        check_types(self, "")
         try:  # as data: nothing is imported or registered here
             check_plugins(self.plugins)
             check_records(self.operators, "operators")
@@ -95,6 +96,18 @@ class TrainConfig:
         if options.cost_max_calls is None:
             options = dataclasses.replace(options, cost_max_calls=self.executor.max_calls)
             object.__setattr__(self, "rewards", dataclasses.replace(self.rewards, options=options))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (``config.yaml``, ``flowgrpo.train``'s overrides) in which the derived
+        values are written unset (null) where they equal what they derive from, so a config
+        read back with another budget (``--set executor.max_calls=4`` on a run's config.yaml)
+        derives them afresh instead of keeping the old budget's."""
+        data = {f.name: to_dict(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        data["algorithm"]["loss"]["max_new_tokens"] = None  # always the rollout budget (checked)
+        options = data["rewards"]["options"]
+        if options["cost_max_calls"] == self.executor.max_calls:
+            options["cost_max_calls"] = None
+        return data
 
     @property
     def logprob_mode(self) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Literal, get_args
 
-from flowgrpo.configuration import check, finite_number, from_dict, whole_number
+from flowgrpo.configuration import check, check_types, finite_number, from_dict, whole_number
 from flowgrpo.trainer.monitoring.alerts import HEALTH_CHECKS, check_names
 from flowgrpo.trainer.monitoring.collapse import CollapseRule
 
@@ -102,6 +102,7 @@ class HealthConfig:
                 f"(default {default!r})",
             )
         self._check_stop_on()
+        check_types(self, "health.")  # after the rules above: they name the fix for a type
 
     def _check_stop_on(self) -> None:
         stop_on = self.stop_on

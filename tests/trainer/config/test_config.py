@@ -62,6 +62,13 @@ def test_resolved_config_round_trips_through_yaml(tmp_path):
         ("logging.save_every=-1", "logging.save_every: got -1"),  # once: every step
         ("logging.keep_checkpoints=-2", "logging.keep_checkpoints: got -2"),  # once: keep all
         ("logging.samples_per_step=-5", "logging.samples_per_step: got -5"),
+        ("lora.alpha=0", "lora.alpha: must be >= 1"),  # scale 0: the adapter learns nothing
+        ("lora.alpha=-32", "lora.alpha: must be >= 1"),
+        ("optim.warmup_steps=-5", "optim.warmup_steps: must be >= 0"),
+        ("optim.weight_decay=.nan", "optim.weight_decay: must be a number >= 0"),
+        ("optim.weight_decay=-1", "optim.weight_decay: must be a number >= 0"),
+        ("rollout.temperature=.inf", "rollout.temperature: must be a finite number"),
+        ("rollout.train_size=0", "rollout.train_size: must be >= 1"),
     ],
 )
 def test_bad_values_name_the_field_and_the_fix(override, message):
@@ -107,3 +114,54 @@ def test_the_execution_cache_keeps_at_most_cache_max_entries(tmp_path):
         cache.put((f"w{i}", "p", "s", "l"), ExecutionResult(answer=str(i), correct=True, score=1.0))
     assert len(cache) == 2 and cache.get(("w0", "p", "s", "l")) is None  # the oldest went
     assert cache.get(("w2", "p", "s", "l")).answer == "2"
+
+
+def _section(name: str):
+    from flowgrpo.trainer.config import algorithm, model, optim, rollout
+
+    modules = {"AlgorithmConfig": algorithm, "LoraSettings": model, "ModelConfig": model,
+               "OptimConfig": optim, "RolloutConfig": rollout}  # fmt: skip
+    return TrainConfig if name == "TrainConfig" else getattr(modules[name], name)
+
+
+@pytest.mark.parametrize(
+    ("section", "kwargs", "message"),
+    [
+        ("OptimConfig", {"max_steps": 2.5}, r"optim\.max_steps: expected an integer"),
+        ("RolloutConfig", {"execute": "no"}, r"rollout\.execute: expected true or false"),
+        ("ModelConfig", {"gradient_checkpointing": "false"}, r"model\.gradient_checkpointing: "),
+        ("LoraSettings", {"target_modules": "q_proj"}, r"lora\.target_modules: expected a list"),
+        ("ModelConfig", {"name_or_path": None}, r"model\.name_or_path: expected a string"),
+        ("OptimConfig", {"lr": [1e-4]}, r"optim\.lr: expected a number"),
+        ("AlgorithmConfig", {"loss": {"beta": 0.1}}, r"algorithm\.loss: expected an instance"),
+        ("TrainConfig", {"optim": {"lr": 1}}, r"^optim: expected an instance of OptimConfig"),
+    ],
+)
+def test_a_section_built_in_python_is_held_to_the_yaml_types(section, kwargs, message):
+    """Built directly (``flowgrpo.train(TrainConfig(...))``, ``check_run``), a section is
+    refused as the same value in a YAML file is: not used, not a TypeError from a comparison."""
+    with pytest.raises(ConfigError, match=message):
+        _section(section)(**kwargs)
+
+
+def test_a_section_built_in_python_converts_as_yaml_does():
+    optim, lora = _section("OptimConfig"), _section("LoraSettings")
+    assert optim(lr="3e-5").lr == 3e-5  # YAML 1.1 reads 3e-5 as a string: taken as a number
+    assert lora(target_modules=["q_proj"]).target_modules == ("q_proj",)
+    assert TrainConfig(optim=optim(max_steps=3)).optim.max_steps == 3
+
+
+def test_a_changed_budget_derives_the_values_that_follow_it_again(tmp_path):
+    """The cost normaliser follows executor.max_calls and Dr. GRPO's normaliser follows
+    rollout.max_new_tokens, also when a built config (or a run's saved config.yaml) is given
+    another budget; a normaliser set apart from its budget stays as set."""
+    from flowgrpo.api import _config
+
+    changed = _config(TrainConfig(), {"executor__max_calls": 4, "rollout__max_new_tokens": 64})
+    assert changed.rewards.options.cost_max_calls == 4
+    assert changed.algorithm.loss.max_new_tokens == 64
+    save_config(TrainConfig(), tmp_path / "config.yaml")
+    read = load_config(tmp_path / "config.yaml", ("executor.max_calls=4",))
+    assert read.rewards.options.cost_max_calls == 4
+    apart = load_config(None, ("rewards.options.cost_max_calls=20",))
+    assert _config(apart, {"executor__max_calls": 4}).rewards.options.cost_max_calls == 20
