@@ -172,6 +172,8 @@ def evaluate(
             raise ConfigError(f"evaluate: unknown option {name!r}; {hint}options: {known}")
     try:
         opts = eval_run.EvalOptions(**options)
+        if json_file is not None:  # before the evaluation: its result is not lost at the end
+            eval_all.check_report_paths(json_file, plot=all_checkpoints)
         if all_checkpoints:
             result = eval_run.evaluate_run(checkpoint, opts)
         else:

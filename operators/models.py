@@ -68,7 +68,7 @@ def check_model_source(name_or_path: str, gguf_file: str | None = None) -> None:
     if name_or_path in (TINY_NAME, "default") or is_random_name(name_or_path):
         return
     path = Path(name_or_path).expanduser()
-    if path.exists():
+    if path.exists() and name_or_path.strip():  # Path("") is the working folder
         if gguf_file and not (path / gguf_file).is_file():
             raise ValueError(
                 f"gguf_file {gguf_file!r} is not in {name_or_path}; name a .gguf file in that "
@@ -76,7 +76,7 @@ def check_model_source(name_or_path: str, gguf_file: str | None = None) -> None:
             )
         return
     looks_local = name_or_path.startswith(("/", ".", "~")) or "\\" in name_or_path
-    if looks_local or name_or_path.count("/") > 1:
+    if looks_local or name_or_path.count("/") > 1 or not name_or_path.strip():
         raise ValueError(
             f"{name_or_path!r} is not a folder on this machine (nor a hub id, which is org/name)"
             f"; give the folder of a saved model, 'default' (the embedded SmolLM2-135M), "

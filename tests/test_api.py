@@ -193,3 +193,34 @@ def test_a_run_directory_error_names_this_apis_arguments_not_the_clis(trained, t
     assert "already holds a run" in message
     assert "resume=True" in message and "overwrite=True" in message
     assert "--resume" not in message and "--overwrite" not in message
+
+
+def test_a_report_path_that_cannot_be_written_is_refused_before_evaluating(
+    trained, tmp_path, monkeypatch, write_png
+):
+    """A folder where the JSON goes, or a user's PNG where the plot goes, is named before
+    anything is evaluated (the evaluation's result was lost at the end, or the PNG replaced)."""
+    from flowgrpo.trainer.reports import eval_run
+
+    run_dir, result, _ = trained
+    called = []
+    monkeypatch.setattr(eval_run, "evaluate_run", lambda *a: called.append(a))
+    monkeypatch.setattr(eval_run, "evaluate_one", lambda *a: called.append(a))
+    (tmp_path / "folder").mkdir()
+    message = one_line_config_error(
+        flowgrpo.evaluate, result.checkpoint, n=1, json_file=tmp_path / "folder"
+    )
+    assert "folder is a folder: give a file name" in message
+    (tmp_path / "file").write_text("mine")
+    message = one_line_config_error(
+        flowgrpo.evaluate, result.checkpoint, n=1, json_file=tmp_path / "file" / "r.json"
+    )
+    assert "file is a file, so" in message
+    mine = write_png(tmp_path / "res.png", b"Comment\0mine")
+    before = mine.read_bytes()
+    message = one_line_config_error(
+        flowgrpo.evaluate, run_dir, all_checkpoints=True, n=1, json_file=tmp_path / "res.json"
+    )
+    assert "res.png exists and is not a plot flowgrpo wrote" in message
+    assert mine.read_bytes() == before and not (tmp_path / "res.json").exists()
+    assert called == []

@@ -15,7 +15,7 @@ def test_names_that_are_not_local_paths_pass(name):
     check_model_source(name)
 
 
-@pytest.mark.parametrize("name", ["/no/such/model", "./nomodel", "~/nomodel", "a/b/c"])
+@pytest.mark.parametrize("name", ["/no/such/model", "./nomodel", "~/nomodel", "a/b/c", "", "  "])
 def test_a_missing_local_folder_is_named(name):
     with pytest.raises(ValueError, match="is not a folder on this machine"):
         check_model_source(name)

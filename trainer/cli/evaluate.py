@@ -19,6 +19,7 @@ import click
 from flowgrpo.trainer.cli.common import device_option, fail, progress, status
 from flowgrpo.trainer.reports.eval_all import (
     JSON_FILE,
+    check_report_paths,
     format_table,
     plot_over_steps,
     write_json,
@@ -148,6 +149,11 @@ def eval_all_command(run_dir: str, options: EvalOptions, json_out: str | None) -
         fail(no_checkpoints(run_dir))
     if not json_out or json_out == "-":
         _check_default_outputs(Path(run_dir), plot_only=json_out == "-")
+    else:
+        try:
+            check_report_paths(json_out, plot=True)
+        except ValueError as exc:
+            fail(f"--json {json_out}: {exc}")
     try:  # the bar closed first, so the error gets its own line
         with progress(total=options.n * (count + 1), desc=f"eval the start + {count} checkpoints",
                       unit="problem") as bar:  # fmt: skip

@@ -13,8 +13,9 @@ import json
 import math
 from pathlib import Path
 
+from flowgrpo.files import replace_text
 from flowgrpo.trainer.reports.evaluate import compare_keys, headline_keys
-from flowgrpo.trainer.reports.plots import new_figure, save, series
+from flowgrpo.trainer.reports.plots import check_replaceable, new_figure, save, series
 
 JSON_FILE = "eval_all.json"
 PLOT_FILE = "eval_all.png"
@@ -45,11 +46,30 @@ def format_table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def check_report_paths(json_file: str | Path, plot: bool) -> None:
+    """Checked before an evaluation, so its result is not lost at the end: ``ValueError`` when
+    the JSON report cannot be written to ``json_file`` (a folder stands there, or a file where
+    a folder of its path should be) or, with ``plot``, a file of the user's stands where the
+    plot goes beside it (:func:`~.plots.check_replaceable`)."""
+    path = Path(json_file)
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder: give a file name for the JSON report")
+    above = next((p for p in path.parents if p.exists() or p.is_symlink()), None)
+    if above is not None and not above.is_dir():
+        raise ValueError(f"{above} is a file, so {path} cannot be written: give another path")
+    if plot:
+        try:
+            check_replaceable(path.with_suffix(".png"))
+        except FileExistsError as exc:
+            raise ValueError(f"{exc} (the plot goes beside the JSON report)") from None
+
+
 def write_json(report: dict, path: str | Path) -> Path:
-    """Write the whole report as indented JSON to ``path`` (parent folders created)."""
+    """Write the whole report as indented JSON to ``path`` (parent folders created), replacing
+    the file whole (:func:`flowgrpo.files.replace_text`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    replace_text(path, json.dumps(report, indent=2))
     return path
 
 

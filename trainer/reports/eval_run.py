@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowgrpo.configuration import ConfigError
+from flowgrpo.configuration import ConfigError, check_types
 from flowgrpo.dsl import DEFAULT_STATIC_LIMITS, validate
 from flowgrpo.operators.executor import ExecutorConfig, build_executor
 from flowgrpo.operators.models import resolve_device
@@ -78,6 +78,9 @@ class EvalOptions:
     executor_max_new_tokens: int | None = None
     constrained: str | None = None
     batch: int = EvalSettings.batch
+
+    def __post_init__(self):
+        check_types(self, "eval.")  # the values' ranges are EvalSettings' and the loaders'
 
 
 def override_executor(
@@ -135,7 +138,7 @@ def task_of(run, task: str | None) -> tuple[str, str]:
     """(the task to evaluate on, where it came from): ``task`` when given, else the run's
     ``rollout.task`` (a checkpoint is evaluated on the data it was trained for, its test split
     where the task has one), else ``arithmetic``."""
-    if task:
+    if task is not None:  # an empty name is refused by the task loader, not replaced
         return task, "--task"
     if run is not None:
         return run.rollout.task, "the run's rollout.task"

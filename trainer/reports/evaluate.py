@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowgrpo.configuration import check
+from flowgrpo.configuration import check, check_types
 from flowgrpo.metrics_hooks import METRICS_HOOKS
 from flowgrpo.operators import models
 from flowgrpo.operators.tasks import load_task
@@ -61,6 +61,7 @@ class EvalSettings:
     packed_weights: bool = True
 
     def __post_init__(self):
+        check_types(self, "eval.")
         check(self.n >= 1, "eval.n", f"must be >= 1 (--n), got {self.n!r}")
         check(self.k >= 1, "eval.k", f"must be >= 1 (--k), got {self.k!r}")
         check(self.temperature > 0, "eval.temperature", "must be > 0 (--temperature)")
@@ -80,15 +81,13 @@ def settings_of_run(
     """EvalSettings whose workflow budget (max_new_tokens) and sampling (temperature, top_p,
     constrained, packed_weights) are the run's (``run_config``: its TrainConfig, or None for the
     defaults) unless given."""
-    rollout, default = getattr(run_config, "rollout", None), EvalSettings()
-    kwargs.setdefault("packed_weights", (rollout or default).packed_weights)
-    return EvalSettings(
-        max_new_tokens=max_new_tokens or (rollout or default).max_new_tokens,
-        temperature=temperature or (rollout or default).temperature,
-        top_p=(rollout or default).top_p,
-        constrained=constrained or (rollout or default).constrained,
-        **kwargs,
-    )
+    source = getattr(run_config, "rollout", None) or EvalSettings()
+    kwargs.setdefault("packed_weights", source.packed_weights)
+    given = {"max_new_tokens": max_new_tokens, "temperature": temperature,
+             "constrained": constrained}  # fmt: skip
+    # a value given is checked as given: 0 or "" is refused by EvalSettings, not replaced
+    chosen = {k: getattr(source, k) if v is None else v for k, v in given.items()}
+    return EvalSettings(top_p=source.top_p, **chosen, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -111,14 +110,15 @@ class ModelSpec:
     def of_run(cls, run_config=None, model: str | None = None, dtype: str | None = None):
         """The run's model (name, gguf_file, dtype, seed) with ``model``/``dtype`` overrides; a
         different ``model`` drops the run's gguf_file. No run: ``model`` or 'default'."""
-        if run_config is None:
-            return cls(model or "default", None, dtype or "float32")
+        if run_config is None:  # an empty name is refused by the model loader, not replaced
+            name = "default" if model is None else model
+            return cls(name, None, "float32" if dtype is None else dtype)
         m = run_config.model
         same = model is None or model == m.name_or_path
         return cls(
             m.name_or_path if same else model,
             m.gguf_file if same else None,
-            dtype or m.dtype,
+            m.dtype if dtype is None else dtype,
             run_config.optim.seed,
         )
 

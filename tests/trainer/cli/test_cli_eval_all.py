@@ -204,3 +204,16 @@ def test_a_users_plot_beside_an_eval_all_report_is_refused_not_overwritten(
     assert result.exit_code == 2, result.output
     assert "eval_all.png exists and is not a plot flowgrpo wrote" in result.output
     assert mine.read_bytes() == before
+
+
+def test_a_users_png_beside_a_named_report_is_refused_before_evaluating(
+    run_dir, tmp_path, write_png, monkeypatch
+):
+    from flowgrpo.trainer.cli import evaluate as cli
+
+    monkeypatch.setattr(cli, "evaluate_run", lambda *a, **k: pytest.fail("evaluated"))
+    mine = write_png(tmp_path / "all.png")
+    result = invoke("eval", run_dir, "--all", *EVAL, "--json", tmp_path / "all.json")
+    assert result.exit_code == 2, result.output
+    assert "all.png exists and is not a plot flowgrpo wrote" in result.output
+    assert b"tEXt" not in mine.read_bytes() and not (tmp_path / "all.json").exists()
