@@ -190,3 +190,54 @@ def op_nodes(node: Node | Workflow) -> Iterator[Op]:
 def steps_of(node: Node) -> tuple[Node, ...]:
     """The steps of a sequence; any other node is a sequence of one step."""
     return node.steps if isinstance(node, Seq) else (node,)
+
+
+class _NormalForm(Visitor[str | None]):
+    """The first way a hand-built tree leaves the normal form (module docstring), or None.
+    ``in_seq``: the node is a step of a sequence (which may not be a sequence itself)."""
+
+    def _first(self, nodes, in_seq: bool = False) -> str | None:
+        return next((w for w in (self.visit(n, in_seq) for n in nodes) if w), None)
+
+    def visit_op(self, node: Op, in_seq: bool) -> str | None:
+        if not isinstance(node.name, str) or not node.name:
+            return f"an Op's name must be a non-empty string, got {node.name!r}"
+        if node.instruction is not None and not isinstance(node.instruction, str):
+            return f"{node.name}'s instruction must be a string or None"
+        return None
+
+    def visit_seq(self, node: Seq, in_seq: bool) -> str | None:
+        if in_seq:
+            return "a Seq step is itself a Seq: flatten it (A -> (B -> C) is A -> B -> C)"
+        if not isinstance(node.steps, tuple) or len(node.steps) < 2:
+            return "a Seq needs a tuple of at least two steps (one step is the step itself)"
+        return self._first(node.steps, True)
+
+    def visit_parallel(self, node: Parallel, in_seq: bool) -> str | None:
+        if not isinstance(node.branches, tuple) or len(node.branches) < 2:
+            return "a Parallel needs a tuple of at least two branches"
+        return self._first(node.branches)
+
+    def visit_cond(self, node: Cond, in_seq: bool) -> str | None:
+        if node.check is None:
+            return "a Cond needs a checker (its check is None)"
+        return self._first((node.check, node.if_fail, node.if_pass))
+
+    def visit_loop(self, node: Loop, in_seq: bool) -> str | None:
+        if isinstance(node.count, bool) or not isinstance(node.count, int):
+            return f"a Loop's count must be a whole number, got {node.count!r}"
+        return self.visit(node.body, False) if node.body is not None else "a Loop needs a body"
+
+    def visit_done(self, in_seq: bool) -> str | None:
+        return "done stands only as a branch of a Cond" if in_seq else None
+
+
+def normal_form_error(workflow: Workflow) -> str | None:
+    """Why ``workflow`` (built by hand) is not a tree the parser makes, or None: what every
+    pass over the AST assumes (module docstring); a node of another type is named too."""
+    if workflow.root is None:
+        return "the root is None (done): a workflow needs at least one operator"
+    try:
+        return _NormalForm().visit(workflow.root, False)
+    except TypeError as exc:  # not a node: Visitor names it
+        return str(exc)

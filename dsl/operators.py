@@ -202,9 +202,11 @@ class OperatorTable(Mapping):
             unknown = sorted(set(data) - {"extends", "operators"})
             if unknown:
                 raise ValueError(f"{where}: unknown key(s) {unknown}; use extends and operators")
-            extends = str(data.get("extends", "aflow")).lower()
-            if extends not in ("aflow", "none"):
-                raise ValueError(f"{where}: extends must be aflow or none, got {extends!r}")
+            extends = data.get("extends", "aflow")  # an empty `extends:` is None, not "none"
+            if not isinstance(extends, str) or extends.lower() not in ("aflow", "none"):
+                raise ValueError(f"{where}: extends must be aflow or none (left out: aflow), got "
+                                 f"{extends!r}")  # fmt: skip
+            extends = extends.lower()
             base = AFLOW_OPERATORS if extends == "aflow" else OperatorTable()
             data = data.get("operators") or []
         if not isinstance(data, list):

@@ -30,7 +30,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from flowgrpo.dsl.ast import Cond, Loop, Op, Parallel, Seq, Visitor, Workflow
+from flowgrpo.dsl.ast import Cond, Loop, Op, Parallel, Seq, Visitor, Workflow, normal_form_error
 from flowgrpo.dsl.canonical import canonical
 from flowgrpo.dsl.errors import DSLSyntaxError
 from flowgrpo.dsl.operators import CHECKER, ENSEMBLER, GENERATOR, OperatorTable, default_table
@@ -184,16 +184,37 @@ def validate(
     >>> [p.code for p in validate("Revise -> ScEnsemble").errors]
     ['needs_solution', 'ensemble_needs_candidates']
     """
+    table, limits, allowed_operators = _arguments(operators, domain, limits, allowed_operators)
+    if not isinstance(workflow, (str, Workflow)):
+        raise TypeError(f"validate() takes text or a Workflow, got {type(workflow).__name__}")
+    if isinstance(workflow, Workflow) and (why := normal_form_error(workflow)) is not None:
+        hint = "build the tree with parse(text), or in the normal form flowgrpo.dsl.ast states"
+        problem = Problem("malformed_workflow", why, 1, 1, hint)  # every pass assumes the form
+        return Report(text="<workflow>", workflow=None, errors=(problem,))
+    return _validate_cached(workflow, domain, limits, allowed_operators, table)
+
+
+def _arguments(operators, domain, limits, allowed) -> tuple:
+    """(table, limits, allowed names) of :func:`validate`'s arguments, or a ``TypeError`` /
+    ``ValueError`` naming the argument (a string for the allowed names would be its letters)."""
     table = default_table() if operators is None else operators
     if not isinstance(table, OperatorTable):
         raise TypeError(f"operators must be an OperatorTable, got {type(table).__name__}")
-    if domain is not None and allowed_operators is None:
-        allowed_operators = table.for_domain(domain)  # raises with the choices
-    if allowed_operators is not None:
-        allowed_operators = frozenset(allowed_operators)
-    if not isinstance(workflow, (str, Workflow)):
-        raise TypeError(f"validate() takes text or a Workflow, got {type(workflow).__name__}")
-    return _validate_cached(workflow, domain, limits, allowed_operators, table)
+    limits = DEFAULT_STATIC_LIMITS if limits is None else limits
+    if not isinstance(limits, StaticLimits):
+        raise TypeError(f"limits must be a StaticLimits (or None), got {type(limits).__name__}")
+    if domain is not None and allowed is None:
+        allowed = table.for_domain(domain)  # raises with the choices
+    if isinstance(allowed, str):
+        raise TypeError(f"allowed_operators takes operator names, got the string {allowed!r}: "
+                        f"give a list or set, e.g. [{allowed!r}]")  # fmt: skip
+    if allowed is not None:
+        allowed = frozenset(allowed)
+        unknown = sorted(str(name) for name in allowed if name not in table)
+        if unknown:
+            raise ValueError(f"allowed_operators names {', '.join(unknown)}, which the operator "
+                             f"table does not have; it has {', '.join(table)}")  # fmt: skip
+    return table, limits, allowed
 
 
 @functools.lru_cache(maxsize=65536)

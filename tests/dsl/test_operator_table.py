@@ -131,3 +131,13 @@ def test_a_bare_line_of_custom_operators_is_extracted_with_their_table():
     assert extract(output).fallback  # no AFlow operator on the line
     found = extract(output, operators=table)
     assert found.dsl == "Solve -> Check ? Solve : done"
+
+
+def test_an_empty_extends_is_refused_not_read_as_none(tmp_path):
+    """``extends:`` left empty is YAML null; it read as "none" and dropped the AFlow set."""
+    path = tmp_path / "mine.yaml"
+    path.write_text("extends:\noperators:\n  - {name: Critique, role: checker}\n")
+    with pytest.raises(ValueError, match=r"mine\.yaml: extends must be aflow or none"):
+        OperatorTable.load(path)
+    path.write_text("operators:\n  - {name: Critique, role: checker}\n")  # left out: aflow
+    assert {"Custom", "Critique"} <= set(OperatorTable.load(path))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from flowgrpo.dsl import Op, Parallel, Seq, StaticLimits, Workflow, parse, validate
+from flowgrpo.dsl import Cond, Loop, Op, Parallel, Seq, StaticLimits, Workflow, parse, validate
 from flowgrpo.dsl.parser import _parse_or_error  # the caches, observed
 from flowgrpo.dsl.validate import _validate_cached, clear_caches
 
@@ -183,3 +183,40 @@ def test_nesting_past_what_the_passes_can_walk_is_a_too_deep_error_not_a_crash(d
     report = validate("(Review ? " * depth + "Custom" + " : done)" * depth)
     assert [p.code for p in report.errors] == ["too_deep"]
     assert "flatten" in report.errors[0].hint
+
+
+@pytest.mark.parametrize(
+    ("root", "message"),
+    [
+        (Seq(()), "a Seq needs a tuple of at least two steps"),
+        (Seq((Op("Custom"),)), "a Seq needs a tuple of at least two steps"),
+        (Seq([Op("Custom"), Op("Review")]), "a Seq needs a tuple"),  # a list: not hashable
+        (Seq((Op("Custom"), Seq((Op("Review"), Op("Revise"))))), "a Seq step is itself a Seq"),
+        (None, "the root is None"),
+        (Parallel(()), "a Parallel needs a tuple of at least two branches"),
+        (Cond(None, Op("Revise"), None), "a Cond needs a checker"),
+        (Loop(Op("Custom"), 2.5), "a Loop's count must be a whole number, got 2.5"),
+        (Loop(Op("Custom"), "2"), "a Loop's count must be a whole number, got '2'"),
+        (Op("Custom", 5), "Custom's instruction must be a string or None"),
+        (Op(""), "an Op's name must be a non-empty string"),
+        (Seq((Op("Custom"), None)), "done stands only as a branch of a Cond"),
+        (Seq((Op("Custom"), "Review")), "not a workflow node: 'Review'"),
+    ],
+)
+def test_a_hand_built_tree_outside_the_normal_form_is_an_error_not_a_crash(root, message):
+    """Every pass assumes the parser's normal form (dsl/ast.py): a tree built otherwise was
+    reported valid (``Seq(())`` with canonical text '') or crashed deep in a pass."""
+    report = validate(Workflow(root))
+    assert not report.ok and report.workflow is None
+    assert [p.code for p in report.errors] == ["malformed_workflow"]
+    assert message in report.errors[0].message
+
+
+def test_the_allowed_names_and_limits_arguments_are_checked():
+    with pytest.raises(TypeError, match=r"got the string 'Custom': give a list or set"):
+        validate("Custom", allowed_operators="Custom")  # was: the set of its letters
+    with pytest.raises(ValueError, match="allowed_operators names Foo, which the operator"):
+        validate("Custom", allowed_operators={"Foo", "Custom"})
+    with pytest.raises(TypeError, match="limits must be a StaticLimits"):
+        validate("Custom", limits={"max_calls": 3})
+    assert validate("Custom", limits=None) is validate("Custom")  # None: the defaults
