@@ -6,8 +6,10 @@ A plugin is a Python module that registers things when imported -- reward compon
 ``register_prompt_operator``), advantage estimators, policy losses. Name it by module
 (``my_pkg.rewards``, importable from ``sys.path``) or by file (``plugins/my_rewards.py``, a path
 relative to the working folder). A file is imported as the module named by its stem
-(``my_rewards``) and that folder is put on ``sys.path``, so ``my_rewards:fn`` dotted names and
-its own imports of neighbouring files resolve; importing the same plugin again is a no-op.
+(``my_rewards``) and that folder is put on ``sys.path``, so its own imports of neighbouring
+files resolve; importing the same plugin again is a no-op. What a plugin registers is looked up
+by the name it registered (a dotted path ``pkg.module:fn`` names a function inside a package:
+the dot tells it from a task's ``name:argument``, so a plugin file's ``my_rewards:fn`` is not one).
 
 This module imports nothing from flowgrpo's packages (it sits below ``flowgrpo.dsl``).
 """

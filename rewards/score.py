@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -260,9 +260,9 @@ def score_samples(
 
     Raises:
         ValueError: the samples do not split into groups of one problem each, or a component
-            returned the wrong shape or an infinite value.
+            returned the wrong shape or a score outside [0, 1] (NaN aside).
     """
-    spec = spec or RewardSpec()
+    spec = _spec(spec)
     samples = list(samples)
     _check_groups(samples, group_size)
     names, options = spec.names, spec.options
@@ -277,8 +277,7 @@ def score_samples(
                     f"component {name!r} returned shape {column.shape} for a group of "
                     f"{group_size}; it must return one score per sample"
                 )
-            if np.isinf(column).any():
-                raise ValueError(f"component {name!r} returned an infinite score: {column}")
+            _check_scores(name, column)
             scores[start : start + group_size, c] = column
     table = RewardTable(
         names, scores, np.array(spec.active_weights), group_size, tuple(map(_details, samples))
@@ -286,6 +285,32 @@ def score_samples(
     if history is not None and update_history:
         history.push(s.diversity_key for s in samples if _history_eligible(s, spec))
     return table
+
+
+def _spec(spec) -> RewardSpec:
+    """The spec given: None for the defaults, a mapping as a config's ``rewards`` section."""
+    if spec is None:
+        return RewardSpec()
+    if isinstance(spec, Mapping):
+        return RewardSpec.from_dict(spec)
+    if not isinstance(spec, RewardSpec):
+        raise TypeError(f"spec must be a RewardSpec, a mapping {{weights, options}} or None, "
+                        f"got {type(spec).__name__}")  # fmt: skip
+    return spec
+
+
+def _check_scores(name: str, column: np.ndarray) -> None:
+    """A component scores each sample in [0, 1], NaN where it cannot (rewards/components.py):
+    a score outside would change the reward's scale without a word (a plugin's 7.0 counted
+    seven times its weight)."""
+    if np.isinf(column).any():
+        raise ValueError(f"component {name!r} returned an infinite score: {column}")
+    scored = column[~np.isnan(column)]
+    if ((scored < 0.0) | (scored > 1.0)).any():
+        raise ValueError(
+            f"component {name!r} returned scores outside [0, 1]: {column}; a component scores "
+            "each sample in [0, 1] (NaN: cannot be scored) and its weight sets its share"
+        )
 
 
 def _history_eligible(sample: Sample, spec: RewardSpec) -> bool:
@@ -324,7 +349,7 @@ def score_batch(
     ``execute=None`` executes when accuracy or cost is active in ``spec``. See the two functions
     for the arguments.
     """
-    spec = spec or RewardSpec()
+    spec = _spec(spec)
     if execute is None:
         execute = bool(_EXECUTION_COMPONENTS & set(spec.names))
     samples = prepare_samples(

@@ -122,6 +122,9 @@ class RewardSpec:
 
         An empty or None mapping gives the defaults.
         """
+        if data is not None and not isinstance(data, Mapping):
+            raise ValueError(f"rewards must be a mapping {{weights: ..., options: ...}} or "
+                             f"{{component: weight}}, got {data!r}")  # fmt: skip
         data = dict(data or {})
         if not data:
             return cls()

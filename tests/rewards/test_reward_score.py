@@ -232,6 +232,36 @@ def test_a_component_returning_the_wrong_shape_is_reported():
         REWARD_COMPONENTS.unregister("test_bad_shape")
 
 
+@pytest.mark.parametrize(
+    ("score", "message"),
+    [
+        (7.0, r"scores outside \[0, 1\]"),
+        (-3.0, r"scores outside \[0, 1\]"),
+        (np.inf, "an infinite score"),
+    ],
+)
+def test_a_component_scoring_outside_zero_one_is_reported(score, message):
+    """A plugin's 7.0 counted seven times its weight in the reward, without a word."""
+    scores = np.full(8, 0.5)
+    scores[3] = score
+    try:
+        register_component("test_out_of_range")(lambda group, options, history: scores)
+        with pytest.raises(ValueError, match=f"'test_out_of_range' returned {message}"):
+            score_samples(mixed_group(), 8, RewardSpec({"test_out_of_range": 1.0}))
+    finally:
+        REWARD_COMPONENTS.unregister("test_out_of_range")
+
+
+def test_a_component_may_score_the_ends_and_leave_a_sample_unscored():
+    scores = np.array([0.0, 1.0, np.nan, 0.5, 0.0, 1.0, 0.25, 0.75])
+    try:
+        register_component("test_in_range")(lambda group, options, history: scores)
+        table = score_samples(mixed_group(), 8, RewardSpec({"test_in_range": 1.0}))
+        assert np.array_equal(table.scores[:, 0], scores, equal_nan=True)
+    finally:
+        REWARD_COMPONENTS.unregister("test_in_range")
+
+
 # --------------------------------------------------------------------------- combination
 
 
@@ -459,3 +489,15 @@ def test_samples_are_frozen_records():
     with pytest.raises(AttributeError):
         sample.completion = "x"
     assert replace(sample, execution=run()).execution.calls == 2
+
+
+def test_a_spec_is_taken_as_a_mapping_and_anything_else_is_named():
+    as_mapping = score_samples(mixed_group(), 8, {"validity": 1.0})
+    assert as_mapping.names == ("validity",)
+    assert np.array_equal(
+        as_mapping.scores, score_samples(mixed_group(), 8, RewardSpec({"validity": 1.0})).scores
+    )
+    with pytest.raises(TypeError, match="spec must be a RewardSpec, a mapping"):
+        score_samples(mixed_group(), 8, ["validity"])
+    with pytest.raises(ValueError, match="rewards must be a mapping"):
+        RewardSpec.from_dict("validity")
