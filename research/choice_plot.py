@@ -26,6 +26,9 @@ import json
 import statistics
 from pathlib import Path
 
+from flowgrpo.files import read_text, replace_text
+from flowgrpo.trainer.reports.plots import check_replaceable, save
+
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -46,11 +49,18 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def merged_worlds(paths) -> dict[str, dict]:
-    """World name -> {"start": the start's eval, "runs": every seed's run} over the files."""
+    """World name -> {"start": the start's eval, "runs": every seed's run} over the files; a
+    file that does not read, or holds no worlds (not a study's JSON), ends the script."""
     worlds: dict[str, dict] = {}
     for path in paths:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        for name, world in (data.get("worlds") or {}).items():
+        try:
+            data = json.loads(read_text(path))
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"error: {path}: {exc}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("worlds"), dict):
+            raise SystemExit(f"error: {path}: no worlds in it; give the JSON a study wrote "
+                             "(learn_known_optimum.py's known_optimum[-TAG].json)")  # fmt: skip
+        for name, world in data["worlds"].items():
             into = worlds.setdefault(name, {"start": world.get("start"), "runs": {}})
             for run in world.get("runs") or []:
                 into["runs"][run["seed"]] = run
@@ -130,10 +140,7 @@ def plot(name: str, found: dict, curve: list[dict], out: Path) -> Path:
     ax.set_ylabel("held-out expected reward (exact)")
     ax.set_title(f"{name} (SIMULATED executor)")
     ax.legend(fontsize=7, loc="lower right")
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"choice-{name}.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    path = save(fig, out / f"choice-{name}.png", dpi=110)  # a user's file there is refused
     plt.close(fig)
     return path
 
@@ -150,14 +157,20 @@ def world_file(args, name: str) -> Path:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    worlds = merged_worlds(args.studies)
+    try:  # before the searches: a user's file under a figure's name is refused, not replaced
+        for name in worlds:
+            check_replaceable(Path(args.out) / "figures" / f"choice-{name}.png")
+    except FileExistsError as exc:
+        raise SystemExit(f"error: {exc}") from None
     curves = {}
-    for name, world in sorted(merged_worlds(args.studies).items()):
+    for name, world in sorted(worlds.items()):
         found = points(world, args.start_calls)
         curve = search_curve(args, world_file(args, name), args.budgets, args.search_seeds)
         curves[name] = {**found, "curve": curve}
         print(f"{name}: {plot(name, found, curve, Path(args.out) / 'figures')}")
     path = Path(args.out) / "choice_curves.json"
-    path.write_text(json.dumps(curves, indent=1) + "\n", encoding="utf-8")
+    replace_text(path, json.dumps(curves, indent=1) + "\n")
     print(path)
 
 

@@ -20,8 +20,10 @@ from studylib.study import (
     wilson_interval,
 )
 
+from flowgrpo.files import replace_text
 from flowgrpo.trainer.monitoring.collapse import replay
 from flowgrpo.trainer.reports.diagnose import load_health_config, read_jsonl
+from flowgrpo.trainer.reports.plots import save
 
 #: The section's file under ``out`` (research/records/ by default; docs/RESULTS.md links it).
 SECTION_FILE = "collapse_study.md"
@@ -230,9 +232,7 @@ def plot(runs: list[dict], out: Path) -> list[Path]:
             _curves(axes[1], rows, f"{name} lr {lr:g}", **style)
     for row in axes:
         row[0].legend(fontsize=7)
-    path = out / "collapse_study.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    path = save(fig, out / "collapse_study.png", dpi=100)  # a user's file there is refused
     plt.close(fig)
     return [path]
 
@@ -282,5 +282,5 @@ def write(
         "series: `collapse_study.json`.",
     ])  # fmt: skip
     path = out / SECTION_FILE
-    path.write_text(section + "\n", encoding="utf-8")
+    replace_text(path, section + "\n")
     return path

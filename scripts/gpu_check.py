@@ -41,6 +41,8 @@ from pathlib import Path
 
 from gpu_common import PROFILES, Profile, cuda, device_info, release
 
+from flowgrpo.files import replace_text
+
 PARTS = ("train", "exact", "eval", "generate", "capacity", "trl", "compile")
 
 
@@ -143,8 +145,9 @@ def run(profile: Profile, parts: list[str], out: Path, work: Path) -> dict:
         release()
         result["seconds"] = round(time.perf_counter() - start, 1)
         report["parts"][name] = result
-        (out / "gpu_check.json").write_text(json.dumps(report, indent=1, default=str))
-        (out / "gpu_check.md").write_text(markdown(report))
+        # replaced whole, and a link there replaced rather than written through
+        replace_text(out / "gpu_check.json", json.dumps(report, indent=1, default=str))
+        replace_text(out / "gpu_check.md", markdown(report))
         print(f"[gpu_check] {name}: {'FAILED' if 'error' in result else 'ok'} in "
               f"{result['seconds']} s", flush=True)  # fmt: skip
     return report
@@ -165,8 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = [p for p in parts if p not in PARTS]
-    if unknown:
-        parser.error(f"unknown parts {unknown}; choose from {', '.join(PARTS)}")
+    if unknown or not parts:
+        parser.error(f"unknown parts {unknown or args.parts!r}; choose from {', '.join(PARTS)}")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out} is a file: give a folder for the tables")
     profile = PROFILES[args.profile]
     if profile.device == "cuda" and not cuda():
         parser.error("no CUDA device: run --profile tiny on a CPU")

@@ -71,3 +71,34 @@ def test_the_figure_and_the_curve_are_written(tmp_path):
     (point,) = curves["cheap"]["curve"]
     assert point["budget"] == 3000 and len(point["rewards"]) == 1
     assert 0.0 < point["rewards"][0] <= 2.0  # an exact expected reward of a real pick
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [('{"start": {}, "runs": []}', "no worlds in it"), ("[1, 2]", "no worlds in it"),
+     ('{"worlds": ', "a.json: ")],
+)  # fmt: skip
+def test_a_file_that_is_not_a_study_ends_the_script_and_writes_nothing(tmp_path, text, message):
+    """Another JSON (a one-world record without worlds, a list, a cut file) was read as no
+    world: the script wrote {} over choice_curves.json and said nothing."""
+    script = load_study("choice_plot")
+    (tmp_path / "a.json").write_text(text)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "choice_curves.json").write_text('{"kept": 1}')
+    with pytest.raises(SystemExit, match=message):
+        script.main([str(tmp_path / "a.json"), "--out", str(out)])
+    assert (out / "choice_curves.json").read_text() == '{"kept": 1}'
+
+
+def test_a_users_file_under_a_figures_name_is_refused_before_any_search(
+    tmp_path, write_png, monkeypatch
+):
+    script = load_study("choice_plot")
+    monkeypatch.setattr(script, "search_curve", lambda *a: pytest.fail("searched"))
+    study = _study(tmp_path / "a.json", [_run(0, 0.83, 60_000, 0.79)])
+    (tmp_path / "out" / "figures").mkdir(parents=True)
+    mine = write_png(tmp_path / "out" / "figures" / "choice-cheap.png")
+    with pytest.raises(SystemExit, match=r"choice-cheap\.png exists and is not a plot flowgrpo"):
+        script.main([study, "--out", str(tmp_path / "out")])
+    assert b"tEXt" not in mine.read_bytes()

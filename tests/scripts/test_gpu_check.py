@@ -85,3 +85,32 @@ def test_unknown_parts_are_refused(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         load_script("gpu_check").main(["--out", str(tmp_path), "--parts", "train,warp"])
     assert "unknown parts ['warp']" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("parts", [",", " "])
+def test_no_parts_is_refused_not_reported_as_written(tmp_path, monkeypatch, capsys, parts):
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    with pytest.raises(SystemExit):
+        load_script("gpu_check").main(["--out", str(tmp_path / "o"), "--parts", parts])
+    assert "unknown parts" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+def test_an_out_that_is_a_file_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    (tmp_path / "file").write_text("mine")
+    with pytest.raises(SystemExit):
+        load_script("gpu_check").main(["--out", str(tmp_path / "file"), "--parts", "eval"])
+    assert "is a file: give a folder" in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "mine"
+
+
+def test_the_report_replaces_a_link_instead_of_writing_through_it(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    script = load_script("gpu_check")
+    monkeypatch.setattr(script, "_part", lambda name: lambda profile, work: {"quick": True})
+    (tmp_path / "victim.txt").write_text("mine")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "gpu_check.json").symlink_to(tmp_path / "victim.txt")
+    script.main(["--out", str(tmp_path / "out"), "--profile", "tiny", "--parts", "trl"])
+    assert (tmp_path / "victim.txt").read_text() == "mine"
+    assert not (tmp_path / "out" / "gpu_check.json").is_symlink()

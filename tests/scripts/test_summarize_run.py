@@ -63,3 +63,32 @@ def test_a_name_that_is_a_path_is_refused(tmp_path, monkeypatch, capsys):
                      "--name", "../escaped")  # fmt: skip
     assert code == 2 and "a file name, not a path" in err
     assert not (tmp_path / "escaped.md").exists()
+
+
+def _one_run(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    line = {"fallback_rate": 0.5, "validity_rate": 0.4, "reward": 0.1, "entropy": 1.0,
+            "distinct_workflows": 3, "step_time": 2.0}  # fmt: skip
+    rows = [json.dumps({"step": s, **line}) + "\n" for s in (1, 2, 3)]
+    (run / "metrics.jsonl").write_text("".join(rows))
+    return run
+
+
+def test_a_users_figure_or_a_link_under_its_names_is_refused_not_written_through(
+    tmp_path, monkeypatch, capsys, write_png
+):
+    run, out = _one_run(tmp_path), tmp_path / "out"
+    (out / "figures").mkdir(parents=True)
+    mine = write_png(out / "figures" / "r.png")
+    code, err = _run(tmp_path, monkeypatch, capsys, run, "--out", out, "--name", "r")
+    assert code == 2 and "r.png exists and is not a plot flowgrpo wrote" in err
+    assert b"tEXt" not in mine.read_bytes()
+    mine.unlink()
+    (tmp_path / "victim.txt").write_text("mine")
+    (out / "r.md").symlink_to(tmp_path / "victim.txt")
+    monkeypatch.setattr(
+        sys, "argv", ["summarize_run.py", str(run), "--out", str(out), "--name", "r"]
+    )
+    load_script("summarize_run").main()
+    assert (tmp_path / "victim.txt").read_text() == "mine" and not (out / "r.md").is_symlink()

@@ -43,13 +43,15 @@ def check_replaceable(path: Path) -> None:
         )
 
 
-def save(figure, path: Path) -> Path:
-    """Write ``figure`` as PNG to ``path`` (parent folders created), marked as flowgrpo's, so
-    a later command replaces or deletes it and nothing else (:func:`check_replaceable`)."""
+def save(figure, path: str | Path, dpi: float | None = None) -> Path:
+    """Write ``figure`` as PNG to ``path`` (parent folders created; ``dpi``: the figure's own
+    when None), marked as flowgrpo's, so a later command replaces or deletes it and nothing
+    else (:func:`check_replaceable`)."""
+    path = Path(path)
     check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
-    figure.savefig(path, format="png", metadata={PNG_MARK: "plot"})
+    figure.savefig(path, format="png", dpi=dpi, metadata={PNG_MARK: "plot"})
     return path
 
 
