@@ -45,6 +45,8 @@ from studylib.known_optimum_report import SERIES_KEYS, write
 from studylib.label_start import LabelStart, build_label_start, search_files, start_folder
 from studylib.study import alert_steps, series
 
+from flowgrpo.files import read_text, replace_text
+
 EVAL_KEYS = (
     "validity_rate", "pass@1", "sim/expected_accuracy", "sim/regret", "sim/valid_regret",
     "sim/best_share",
@@ -104,9 +106,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "300,000 per label for 15 labels)")  # fmt: skip
     p.add_argument("--label-sft-steps", type=int, default=120, help="SFT steps of that start")
     args = p.parse_args(argv)
-    for name, value in (("jobs", args.jobs), ("threads", args.threads)):
+    counts = (("jobs", args.jobs), ("threads", args.threads), ("steps", args.steps),
+              ("eval-n", args.eval_n), ("eval-k", args.eval_k))  # fmt: skip
+    for name, value in counts:
         if value is not None and value < 1:
             p.error(f"--{name} must be >= 1, got {value}")
+    if len(set(args.seeds)) != len(args.seeds):  # a seed twice would count twice in the table
+        p.error(f"--seeds names a seed twice: {args.seeds}")
     if args.smoke:
         args.config, args.steps, args.eval_n = "configs/tiny-known-optimum.yaml", 2, 4
         args.seeds = args.seeds[:2]
@@ -157,7 +163,7 @@ def config_of(args, seed: int | None, world=None):
     if args.label_keys:
         folder = label_folder(args, world) / "start"
         overrides += [*label_recipe(args).overrides(), f"model.init_adapter={folder}"]
-    if args.steps:
+    if args.steps is not None:
         overrides.append(f"optim.max_steps={args.steps}")
     if seed is not None:
         run_dir = run_root(args, world) / f"seed{seed}"
@@ -372,7 +378,11 @@ def resumed(args) -> dict:
     path = json_path(args)
     if not args.resume or not path.exists():
         return {}
-    data = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        data = json.loads(read_text(path))
+    except ValueError as exc:  # a study killed while saving, before saves were whole
+        sys.exit(f"error: --resume: {path} does not read as JSON ({exc}); restore it, or drop "
+                 "--resume to start over (another --tag keeps both)")  # fmt: skip
     made = (data.get("overrides"), data.get("rl_overrides", []))
     if made != (args.overrides, args.rl_overrides):
         sys.exit(
@@ -400,7 +410,7 @@ def save(args, results: dict, owned: frozenset[str] | None = None) -> Path:
             "worlds": results}  # fmt: skip
     if len(results) == 1:  # one world: also at the top level, as before worlds existed
         data.update(next(iter(results.values())))
-    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    replace_text(path, json.dumps(data, indent=1))  # whole: a kill mid-save keeps the last
     return path
 
 
@@ -476,9 +486,9 @@ def main(argv=None) -> None:
         minutes = run["wall_minutes"]
         print(f"[{name}] seed {run['seed']}: {run['eval']} ({minutes:.1f} min)", flush=True)
         save(args, results, owned)
-    if not args.no_write and len(worlds) == 1:
-        only = results[next(iter(results))]
-        print(f"wrote {write(args, only['start'], only['runs'])}")
+    if not args.no_write and len(worlds) == 1:  # the world this process ran, by this tag
+        only = results[next(iter(owned))]
+        print(f"wrote {write(args, only['start'], only['runs'], json_path(args))}")
     print(f"wrote {save(args, results, owned)}")
     print(f"wrote {write_choice(args, results)}")
 

@@ -76,6 +76,7 @@ def plan(args) -> list[tuple[str, float, int]]:
 def run_one(args, name: str, lr: float, seed: int, base) -> Path:
     """Train one configuration into its run directory."""
     from flowgrpo.trainer.config import load_config
+    from flowgrpo.trainer.loop.interrupt import EXIT_CODES
     from flowgrpo.trainer.loop.trainer import Trainer
 
     run_dir = run_dir_of(args, name, lr, seed)
@@ -91,7 +92,12 @@ def run_one(args, name: str, lr: float, seed: int, base) -> Path:
     cfg = load_config(args.config, (*common, *CONFIGS[name], *args.set))
     model, tokenizer = (None, None) if base is None else (copy.deepcopy(base[0]), base[1])
     # overwrite: re-running the study replaces its runs (--from-runs rebuilds from them)
-    Trainer(cfg, model=model, tokenizer=tokenizer, overwrite=True).train()
+    result = Trainer(cfg, model=model, tokenizer=tokenizer, overwrite=True).train()
+    if result.exit_code in EXIT_CODES.values():  # Ctrl-C / kill: stop the study, record nothing
+        sys.exit(
+            f"{name} lr {lr:g} seed {seed} interrupted at step {result.steps}: the study "
+            "stops, no table written; rerun it (--from-runs: the runs that ended)"
+        )
     return run_dir
 
 

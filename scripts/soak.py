@@ -38,9 +38,11 @@ import numpy as np
 import torch
 
 from flowgrpo.dsl import validate
+from flowgrpo.files import replace_text
 from flowgrpo.trainer.config import load_config
 from flowgrpo.trainer.loop import step as step_mod
 from flowgrpo.trainer.loop import trainer as trainer_mod
+from flowgrpo.trainer.loop.interrupt import EXIT_CODES
 from flowgrpo.trainer.loop.rollout import Rollout, completion_mask
 from flowgrpo.trainer.loop.trainer import Trainer
 
@@ -154,6 +156,8 @@ def run(args) -> dict:
     trainer.on_step = on_step
     started = time.perf_counter()
     result = trainer.train()
+    if result.exit_code in EXIT_CODES.values():  # Ctrl-C / kill: a cut-short soak is no result
+        sys.exit(f"interrupted at step {result.steps} of {args.steps}: nothing written")
     return {"records": records, "wall_s": time.perf_counter() - started, "steps": result.steps}
 
 
@@ -246,6 +250,21 @@ def machine() -> dict:
     }
 
 
+def _check(parser, args) -> None:
+    """Before the run, not after it: counts, and where the report goes."""
+    for name in ("steps", "every"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if args.warmup < 0 or args.threads < 0:
+        parser.error("--warmup and --threads must be >= 0 (--threads 0: torch's default)")
+    out = Path(args.out)
+    if out.is_dir():
+        parser.error(f"--out {out} is a folder: give the report's file name")
+    above = next((p for p in out.parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        parser.error(f"--out {out}: {above} is a file")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=300)
@@ -266,6 +285,7 @@ def main(argv=None) -> None:
         "11 s per step with 2 threads, 0.4 s with 1)",
     )
     args = parser.parse_args(argv)
+    _check(parser, args)
     if args.threads:
         torch.set_num_threads(args.threads)
     before = machine()
@@ -279,7 +299,7 @@ def main(argv=None) -> None:
         "records": raw["records"],
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=1))
+    replace_text(args.out, json.dumps(report, indent=1))
     print(markdown(summary))
     print(f"written: {args.out}")
 

@@ -4,15 +4,14 @@ intervals, the choice table (issue 40) and a figure of regret over training. Wri
 
 from __future__ import annotations
 
-import json
 import platform
 import sys
 from pathlib import Path
 
+from flowgrpo.files import replace_text
 from studylib.choice import choice_table
 from studylib.study import mean_interval
 
-SECTION_FILE = "known_optimum.md"  # under --out; docs/RESULTS.md links it
 TAIL = 5  # "first"/"last" training values: means over this many rollouts (16 completions each)
 ORDER = ("sim/expected_accuracy", "sim/regret", "sim/valid_regret", "pass@1", "validity_rate")
 SERIES_KEYS = ("sim/regret", "sim/valid_regret", "sim/expected_accuracy", "entropy")
@@ -59,15 +58,15 @@ def table(start: dict, runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot(runs: list[dict], out: Path) -> Path:
+def plot(runs: list[dict], path: Path) -> Path:
     from flowgrpo.trainer.reports.plots import seed_panels
 
     labels = {key: key if key == "entropy" else f"{key} (SIMULATED executor)"
               for key in ("sim/regret", "sim/valid_regret", "entropy")}  # fmt: skip
-    return seed_panels([run["series"] for run in runs], labels, out / "known_optimum.png")
+    return seed_panels([run["series"] for run in runs], labels, path)
 
 
-def section(args, start: dict, runs: list[dict], figure: Path) -> str:
+def section(args, start: dict, runs: list[dict], figure: Path, numbers: str) -> str:
     import torch
 
     argv = " ".join(a for a in sys.argv[1:] if a != "--from-runs")
@@ -96,15 +95,15 @@ def section(args, start: dict, runs: list[dict], figure: Path) -> str:
         "",
         f"![known_optimum]({figure.relative_to(Path(args.out))})",
         "",
-        f"Raw runs (not committed): `{args.runs_dir}/seed<N>/`; numbers: `known_optimum.json`.",
+        f"Raw runs (not committed): `{args.runs_dir}/seed<N>/`; numbers: `{numbers}`.",
     ])  # fmt: skip
 
 
-def write(args, start: dict, runs: list[dict]) -> Path:
-    out = Path(args.out)
-    text_section = section(args, start, runs, plot(runs, out / "figures"))
-    path = out / SECTION_FILE
-    path.write_text(text_section + "\n", encoding="utf-8")
-    data = {"start": start, "runs": runs}
-    (out / "known_optimum.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
+def write(args, start: dict, runs: list[dict], numbers: Path) -> Path:
+    """The section and its figure, named as the study's JSON ``numbers`` (which the study
+    saves itself): ``known_optimum[-TAG].md`` and ``figures/known_optimum[-TAG].png``, so a
+    tagged study never replaces the untagged record."""
+    figure = plot(runs, numbers.parent / "figures" / f"{numbers.stem}.png")
+    path = numbers.with_suffix(".md")
+    replace_text(path, section(args, start, runs, figure, numbers.name) + "\n")
     return path

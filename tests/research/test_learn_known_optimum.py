@@ -251,3 +251,51 @@ def test_a_resumed_save_keeps_what_another_study_of_the_tag_saved_since(tmp_path
     fresh = script.parse_args(["--seeds", "0", "--tag", "t", "--out", str(tmp_path)])
     script.save(fresh, {"b": results["b"]}, owned=frozenset({"b"}))
     assert list(json.loads(path.read_text())["worlds"]) == ["b"]
+
+
+def _recorded_world():
+    """A world of a committed study (its start and its seed's run), as a study saves them."""
+    data = json.loads((REPO / "research/records/ablations/known_optimum-adaptive-base.json")
+                      .read_text())  # fmt: skip
+    return data["worlds"]["adaptive-review"]
+
+
+@pytest.mark.parametrize(("tag", "stem"), [("t", "known_optimum-t"), ("", "known_optimum")])
+def test_a_studys_section_and_figure_are_named_as_its_json(tmp_path, monkeypatch, tag, stem):
+    """A tagged study wrote known_optimum.md and figures/known_optimum.png (and a JSON over
+    the untagged record), replacing the record of the untagged study."""
+    script, world = _script(), _recorded_world()
+    runs = [{**world["runs"][0], "world": None}]
+    monkeypatch.setattr(script, "base_model", lambda cfg: None)
+    monkeypatch.setattr(script, "cached_start", lambda args, base, w: world["start"])
+    monkeypatch.setattr(script, "trained", lambda args, plan, base: iter(runs))
+    (tmp_path / "known_optimum.md").write_text("the untagged record")
+    argv = ["--seeds", str(runs[0]["seed"]), "--out", str(tmp_path), "--tag", tag]
+    script.main(argv)
+    text = (tmp_path / f"{stem}.md").read_text()
+    assert f"numbers: `{stem}.json`" in text and f"(figures/{stem}.png)" in text
+    assert (tmp_path / "figures" / f"{stem}.png").read_bytes()[:4] == b"\x89PNG"
+    saved = json.loads((tmp_path / f"{stem}.json").read_text())
+    assert [r["seed"] for r in saved["worlds"]["config"]["runs"]] == [runs[0]["seed"]]
+    if tag:
+        assert (tmp_path / "known_optimum.md").read_text() == "the untagged record"
+        assert not (tmp_path / "known_optimum.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["--steps", "0"], "--steps must be >= 1, got 0"),
+     (["--eval-n", "0"], "--eval-n must be >= 1, got 0"),
+     (["--seeds", "0", "0"], "--seeds names a seed twice")],
+)  # fmt: skip
+def test_counts_and_seeds_are_checked_before_anything_runs(capsys, argv, message):
+    with pytest.raises(SystemExit):
+        _script().parse_args(argv)
+    assert message in capsys.readouterr().err
+
+
+def test_a_damaged_resume_file_is_one_line(tmp_path):
+    (tmp_path / "known_optimum-t.json").write_text('{"worlds": {"cheap": ')  # cut mid-save
+    args = _script().parse_args(["--out", str(tmp_path), "--tag", "t", "--resume"])
+    with pytest.raises(SystemExit, match=r"does not read as JSON .*restore it, or drop --resume"):
+        _script().resumed(args)

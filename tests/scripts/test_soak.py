@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,3 +31,40 @@ def test_a_short_soak_writes_its_report(tmp_path):
     assert all(r["rss_mb"] > 0 for r in report["records"])
     assert summary["windows"][-1]["cache_entries"] > 0  # the injected workflows were executed
     assert "| steps | RSS at end (MB) |" in done.stdout
+
+
+def _soak():
+    return load_script("soak")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["--every", "0"], "--every must be >= 1"), (["--steps", "0"], "--steps must be >= 1"),
+     (["--threads", "-1"], "must be >= 0"), (["--out", "{tmp}"], "is a folder")],
+)  # fmt: skip
+def test_bad_counts_and_outs_are_refused_before_the_run(tmp_path, capsys, argv, message):
+    """--every 0 divided by zero at step 2, an --out folder failed after the whole run."""
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    with pytest.raises(SystemExit):
+        _soak().main(["--run-dir", str(tmp_path / "run"), *argv])
+    assert message in capsys.readouterr().err and not (tmp_path / "run").exists()
+
+
+def test_an_interrupted_soak_writes_no_report(tmp_path, monkeypatch):
+    """Ctrl-C ended the run early and the report of 6 steps said --steps 30."""
+    from flowgrpo.trainer.loop.trainer import TrainResult
+
+    soak = _soak()
+
+    class Stopped:
+        def __init__(self, config, **kwargs):
+            self.on_step = None
+
+        def train(self):
+            return TrainResult(6, tmp_path / "run", None, exit_code=130)
+
+    monkeypatch.setattr(soak, "Trainer", Stopped)
+    out = tmp_path / "soak.json"
+    with pytest.raises(SystemExit, match="interrupted at step 6 of 30: nothing written"):
+        soak.main(["--steps", "30", "--run-dir", str(tmp_path / "run"), "--out", str(out)])
+    assert not out.exists()
