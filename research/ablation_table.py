@@ -32,6 +32,8 @@ from pathlib import Path
 
 from studylib.study import mean_interval
 
+from flowgrpo.trainer.reports.diagnose import read_jsonl
+
 HEADER = (
     "| setting | world | valid-only regret start → trained | seeds lower | mode near best "
     "| best share | held-out validity | final entropy | deadlock / entropy_low steps "
@@ -89,7 +91,7 @@ def _metrics(run: dict) -> list[dict] | None:
     path = Path(run.get("checkpoint") or "").parent / "metrics.jsonl"
     if not path.is_file():
         return None
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    return read_jsonl(path)  # a torn last line (an interrupted run) is skipped, as diagnose does
 
 
 def _deadlocks_in(lines: list[dict]) -> list[int]:
@@ -134,14 +136,16 @@ def with_current_deadlocks(run: dict) -> dict:
 def world_stats(world: dict) -> dict:
     """The numbers of one world's runs (see the module docstring)."""
     start, runs = world["start"], [with_current_deadlocks(r) for r in world["runs"]]
+    # None: a run with no valid held-out sample has no valid regret; left out of the interval
     trained = [r["eval"]["sim/valid_regret"] for r in runs]
     s0 = start["sim/valid_regret"]
-    reduction = mean_interval([s0 - t for t in trained])
+    scored = [t for t in trained if t is not None] if s0 is not None else []
+    reduction = mean_interval([s0 - t for t in scored])
     return {
         "start": s0,
         "trained": trained,
         "reduction": reduction,
-        "lower": sum(t < s0 for t in trained),
+        "lower": sum(t < s0 for t in scored),
         "near": sum(bool(r["eval"].get("near_best")) for r in runs),
         "best_share": [r["eval"]["sim/best_share"] or 0.0 for r in runs],
         "validity": [r["eval"]["validity_rate"] for r in runs],
@@ -160,10 +164,10 @@ def verdict(st: dict) -> str:
     """The issue's per-world targets: mean <= 50% of the start, the reduction's interval above
     0, lower in >= 4 of 5 seeds (scaled: >= 80%), the mode near best in >= 3 of 5 (>= 60%),
     held-out validity >= 0.95 in every run, no run ending in deadlock or collapse."""
-    mean = sum(st["trained"]) / st["n"]
+    mean = mean_interval(st["trained"])[0]  # NaN when no run has a valid regret: "no"
     red_mean, red_half = st["reduction"]
     ok = (
-        mean <= 0.5 * st["start"],
+        st["start"] is not None and mean <= 0.5 * st["start"],
         red_half == red_half and red_mean - red_half > 0,
         st["lower"] >= 0.8 * st["n"],
         st["near"] >= 0.6 * st["n"],

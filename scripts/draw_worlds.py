@@ -24,6 +24,7 @@ numbers say whether the RL finds the better workflow, not how well an LLM solves
 from __future__ import annotations
 
 import argparse
+import math
 import random
 from pathlib import Path
 
@@ -145,6 +146,9 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     if args.n < 1:
         p.error(f"--n {args.n}: draw at least one world")
+    if args.max_calls < 1 or not math.isfinite(args.min_gap):
+        p.error(f"--max-calls must be >= 1 and --min-gap a number, got {args.max_calls} and "
+                f"{args.min_gap}")  # fmt: skip
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         p.error(f"--out {out} is a file: give a folder for the world files")

@@ -23,6 +23,7 @@ whole space as the records before 0.3 scored it (``--space all``):
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -58,14 +59,22 @@ def parse_args(argv=None) -> argparse.Namespace:
         default="writable",
         help="candidates: the workflows a run with --max-calls can write, or the whole space",
     )
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for name in ("max_calls", "cost_max_calls"):  # 0 or less: no budget to score against
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if not math.isfinite(args.accuracy_weight) or args.accuracy_weight < 0:
+        p.error(f"--accuracy-weight must be a number >= 0, got {args.accuracy_weight}")
+    return args
 
 
 def scored(world, args):
     """(limits, reward trade-off, candidates, the Oracle) of ``world``."""
     limits = executor_limits(ExecutorConfig(max_calls=args.max_calls))  # the one builder
     cost = float(world.reward_weights.get("cost", 0.0))
-    tradeoff = Tradeoff(args.accuracy_weight, cost, args.cost_max_calls or args.max_calls)
+    scale = args.max_calls if args.cost_max_calls is None else args.cost_max_calls
+    tradeoff = Tradeoff(args.accuracy_weight, cost, scale)
     space = writable_space(limits) if args.space == "writable" else workflow_space()
     best = oracle(world.params, arithmetic_mix(world.params), space, limits, tradeoff)
     return limits, tradeoff, space, best

@@ -201,3 +201,24 @@ def test_against_pools_every_paired_seed_of_every_world(tmp_path, capsys):
     assert "| all 2 worlds, pooled | 3 |" in row
     assert "| 0.003 ± 0.080 |" in row
     assert "3/3 → 2/3 (worlds ≥ 3/5: 2 → 1) |" in row
+
+
+def test_a_run_without_a_valid_regret_is_left_out_of_the_interval():
+    """A run with no valid held-out sample has sim/valid_regret None: the table crashed."""
+    runs = [_run(v, True, 0.3) for v in (0.05, None, 0.07)]
+    st = ablation.world_stats(_data(runs)["worlds"]["w"])
+    assert st["lower"] == 2  # of the two runs that have one
+    assert st["reduction"][0] == pytest.approx(0.2 - 0.06)  # mean of 0.15 and 0.13
+    assert ablation.verdict(st).startswith(" yes | ")  # mean 0.06 <= 0.1, over those two
+
+
+def test_a_torn_last_metrics_line_is_skipped_when_replaying(tmp_path):
+    """An interrupted run's metrics.jsonl ends in a torn line: the replay crashed on it."""
+    run_dir = tmp_path / "seed0"
+    (run_dir / "checkpoint-3").mkdir(parents=True)
+    lines = [{"step": s, "frac_reward_zero_std": 1.0, "kept_groups": 0} for s in (1, 2, 3)]
+    text = "".join(json.dumps(x) + "\n" for x in lines) + '{"step": 4, "frac_rew'
+    (run_dir / "metrics.jsonl").write_text(text)
+    run = _run(0.1, True, 0.2, steps=3)
+    run["checkpoint"] = str(run_dir / "checkpoint-3")
+    assert ablation.replayed_deadlocks(run) == [3]  # the three whole lines, as diagnose reads

@@ -45,7 +45,9 @@ def test_an_impossible_gap_stops_with_a_message(script, monkeypatch):
 
 def test_a_count_below_one_or_a_file_as_the_folder_is_a_usage_error(tmp_path, capsys):
     (tmp_path / "file").write_text("mine")
-    for args in (["--n", "0"], ["--n", "-3"], ["--out", str(tmp_path / "file")]):
+    cases = (["--n", "0"], ["--n", "-3"], ["--out", str(tmp_path / "file")],
+             ["--adaptive", "--max-calls", "0"], ["--adaptive", "--min-gap", "nan"])  # fmt: skip
+    for args in cases:
         argv = ["--seed", "1", "--out", str(tmp_path / "w"), *args]
         with pytest.raises(SystemExit) as stop:
             load_script("draw_worlds").main(argv)

@@ -52,3 +52,17 @@ def test_a_world_file_that_is_missing_or_no_world_is_one_error_line(
     with pytest.raises(SystemExit) as stop:
         load_script("worlds_table").main([str(path)])
     assert stop.value.code == 2 and says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [(["--max-calls", "0"], "--max-calls must be >= 1"),
+     (["--cost-max-calls", "0"], "--cost-max-calls must be >= 1"),  # was: --max-calls, silently
+     (["--cost-max-calls", "-5"], "--cost-max-calls must be >= 1"),  # was: a table, exit 0
+     (["--accuracy-weight", "nan"], "--accuracy-weight must be a number >= 0")],
+)  # fmt: skip
+def test_a_budget_or_weight_that_scores_nothing_is_a_usage_error(capsys, argv, says):
+    with pytest.raises(SystemExit) as stop:
+        load_script("worlds_table").main([f"{WORLDS}/cheap.yaml", *argv])
+    err = capsys.readouterr()
+    assert stop.value.code == 2 and says in err.err and "|" not in err.out
