@@ -39,7 +39,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=2, help="A/B pairs counted")
     p.add_argument("--jobs", type=int, nargs=2, default=[1, 2], metavar=("A", "B"))
     p.add_argument("--set", dest="overrides", action="append", default=[])
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for name in ("steps", "eval_n", "repeats"):  # before the warm-up study, not after it
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    return args
 
 
 def study(args, jobs: int, out: Path, tag: str, seeds=None, steps=None, script=SCRIPT, env=None,

@@ -50,7 +50,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--start-cache", type=Path,
                    help="a study --out folder holding the start's cached eval (start-*.json): "
                         "copied to every arm instead of the warm-up run")  # fmt: skip
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for name in ("steps", "eval_n", "repeats"):  # before the warm-up study, not after it
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if min(args.threads) < 1:
+        p.error(f"--threads must be >= 1, got {args.threads}")
+    return args
 
 
 def warm_up(args, out: Path, arm: dict) -> None:
@@ -67,8 +73,10 @@ def warm_up(args, out: Path, arm: dict) -> None:
 def install_revision(rev: str, where: Path) -> dict:
     """The study script and PYTHONPATH of ``rev``, checked out and installed under ``where``."""
     tree, target = where / "tree", where / "site"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev],
-                   check=True, capture_output=True)  # fmt: skip
+    added = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev],
+                           capture_output=True, text=True)  # fmt: skip
+    if added.returncode:  # git's own words: an unknown revision, a tree in the way
+        sys.exit(f"--baseline {rev}: {added.stderr.strip() or 'git worktree add failed'}")
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
                     str(target), str(tree)], check=True, capture_output=True)  # fmt: skip
     # the study lives in research/ since issue 41, in scripts/ at revisions before it

@@ -77,6 +77,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--lark-rounds", type=int, default=7)
     args = parser.parse_args()
+    for name in ("distinct", "stream", "repeats", "lark_rounds"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     texts = _distinct_texts(args.distinct, seed=0)
     mean_len = sum(map(len, texts)) / len(texts)
     uncached = [bench_uncached(texts) for _ in range(args.repeats)]

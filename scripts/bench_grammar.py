@@ -188,8 +188,9 @@ def setup(lark: str, tok, vocab: int) -> tuple[list, dict]:
     """The libraries that set up and compiled, and per library its times or its error."""
     live, info = [], {}
     for cls in (Llg, LlgFree, Xgr, Tcfg):
-        row = info[cls.name] = {"version": version(cls.package)}
-        try:
+        row = info[cls.name] = {}
+        try:  # a library not installed is a row with its error, as a failing one is
+            row["version"] = version(cls.package)
             t0 = time.perf_counter()
             lib = cls(tok, vocab)
             t1 = time.perf_counter()

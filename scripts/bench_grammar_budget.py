@@ -9,6 +9,7 @@ root::
 
 from __future__ import annotations
 
+import argparse
 import random
 import statistics
 import time
@@ -63,7 +64,8 @@ def _measure(ll, tok, grammar_text: str, texts: list[str]) -> dict:
     }
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)  # --help
     directory, filename = default_model_path()
     tok = AutoTokenizer.from_pretrained(directory, gguf_file=filename)
     ll = grammar_tokenizer(tok, VOCAB, [tok.eos_token_id])

@@ -67,6 +67,9 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=300)
     args = parser.parse_args()
+    for name in ("groups", "group_size", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     k, n = args.group_size, args.groups * args.group_size
     problems = [
         Problem(f"b/{g}", "math", f"What is {g} + 1?", str(g + 1)) for g in range(args.groups)

@@ -50,6 +50,11 @@ def main() -> None:
     p.add_argument("--draws", type=int, default=20)
     p.add_argument("--threads", type=int, default=None)
     args = p.parse_args()
+    for name in ("vocab", "rounds", "draws"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if min(args.rows) < 1:
+        p.error(f"--rows must be >= 1, got {args.rows}")
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"machine: {platform.machine()}, torch {torch.__version__}, "

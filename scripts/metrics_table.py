@@ -8,6 +8,7 @@ tests/trainer/monitoring/test_metrics_schema.py fails when it is out of date.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from flowgrpo.metrics_hooks import METRICS_HOOKS
@@ -29,7 +30,8 @@ def documented_table() -> str:
     return metrics_table((name, METRICS_HOOKS.get(name)) for name in METRICS_HOOKS.names())
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)  # --help
     path = Path(__file__).parents[1] / "docs" / "METRICS_TABLE.md"
     path.write_text(HEADER + documented_table(), encoding="utf-8")
     print(f"wrote {path}")
