@@ -61,16 +61,17 @@ def main(argv=None) -> int:
     if any(b < 1 for b in args.budgets):
         print("error: --budgets takes whole numbers >= 1")
         return 2
+    for run_dir in args.run_dirs:  # all checked before the table starts
+        path = run_dir / "samples.jsonl"
+        if not path.is_file() or not read_jsonl(path):
+            print(f"error: {path} not found or empty: pass run directories (with samples.jsonl)")
+            return 2
     head = " | ".join(f"valid at {b}" for b in args.budgets)
     changed = " | ".join(f"changed at {b}" for b in args.budgets[1:])
     print(f"| run | steps | samples | parsed | {head} | {changed} |")
     print("|---" * (4 + 2 * len(args.budgets) - 1) + "|")
     for run_dir in args.run_dirs:
-        path = run_dir / "samples.jsonl"
-        if not path.is_file():
-            print(f"error: {path} not found: pass run directories (with samples.jsonl)")
-            return 2
-        for first, last, rows in blocks(read_jsonl(path), args.block):
+        for first, last, rows in blocks(read_jsonl(run_dir / "samples.jsonl"), args.block):
             c = judge(rows, args.budgets, args.domain)
             cells = [str(v) for v in c["valid"]] + [str(v) for v in c["changed"][1:]]
             print(f"| {run_dir} | {first}-{last} | {c['samples']} | {c['parsed']} | "

@@ -69,7 +69,11 @@ def d_z(decision) -> float:
 
 def study_table(path: Path, alphas: list[float]) -> list[str]:
     """The collapse study's guard table at each alpha (runs its guard left alone)."""
-    runs = [r for r in json.loads(path.read_text()) if not r.get("rollbacks")]
+    data = json.loads(path.read_text())
+    if not isinstance(data, list) or not all(isinstance(r, dict) and "history" in r for r in data):
+        raise SystemExit(f"error: {path}: not a collapse study's runs (collapse_study.json, "
+                         "written by research/reproduce_collapse.py)")  # fmt: skip
+    runs = [r for r in data if not r.get("rollbacks")]
     out = [
         "| alpha | runs without collapse it fired on | their updates it fired on | collapsed runs "
         "it detected | delay after onset (steps) |",

@@ -16,7 +16,6 @@ problems; samples.jsonl gives the workflows. Exact: studylib.choice scores each 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -28,6 +27,7 @@ from flowgrpo.operators.simulation.metrics import regret_settings
 from flowgrpo.operators.simulation.oracle import kind_mix, oracle
 from flowgrpo.operators.tasks import load_task
 from flowgrpo.trainer.config import load_config
+from flowgrpo.trainer.reports.diagnose import read_jsonl
 
 
 def kind_trajectory(sim, problems: dict, rows: list[dict], window: int) -> dict:
@@ -66,13 +66,19 @@ def main() -> None:
     parser.add_argument("run", type=Path, help="a run directory of the SIMULATED executor")
     parser.add_argument("--window", type=int, default=10, help="steps per block")
     args = parser.parse_args()
-    cfg = load_config(args.run / "config.yaml")
+    for name in ("config.yaml", "samples.jsonl"):
+        if not (args.run / name).is_file():
+            parser.error(f"{args.run / name} not found: pass a run directory")
+    try:
+        cfg = load_config(args.run / "config.yaml")
+        rows = read_jsonl(args.run / "samples.jsonl")  # a torn last line is skipped
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
     sim = regret_settings(cfg, executor_limits(cfg.executor))
     if sim is None:
         raise SystemExit(f"{args.run}: not a run of the SIMULATED executor")
     r = cfg.rollout  # the training problems, as the run loaded them
     problems = load_task(r.task, n=r.train_size, seed=r.seed, split="train")
-    rows = [json.loads(line) for line in (args.run / "samples.jsonl").read_text().splitlines()]
     for block, kinds in kind_trajectory(
         sim, {p.id: p for p in problems}, rows, args.window
     ).items():

@@ -184,6 +184,9 @@ def main(argv=None) -> None:
             missing.append((name, lr, seed))
             continue
         runs.append(collapse_report.summarize(name, lr, seed, run_dir))
+    if not runs:  # nothing to report: no table over nothing
+        sys.exit(f"error: no run of the plan in {args.runs_dir}; run the study first, or give "
+                 "its --runs-dir and the same --configs/--seeds/--lr")  # fmt: skip
     out = Path(args.out)
     path = collapse_report.write(
         runs, out, command_line(args), environment(args), args.runs_dir, absent(missing)

@@ -131,7 +131,11 @@ def main(argv=None) -> int:
         if not (run_dir / "samples.jsonl").is_file():
             print(f"error: {run_dir / 'samples.jsonl'} not found: pass run directories")
             return 2
-        runs.append((str(run_dir), read_jsonl(run_dir / "samples.jsonl")))
+        rows = read_jsonl(run_dir / "samples.jsonl")
+        if not rows:  # no rollout to measure (a run stopped before its first step)
+            print(f"error: {run_dir / 'samples.jsonl'} holds no samples")
+            return 2
+        runs.append((str(run_dir), rows))
     print("| run | steps | samples | validity icc | design effect | fallback icc | design effect |")
     print("|---" * 7 + "|")
     for label, rows in runs:
