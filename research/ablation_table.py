@@ -32,6 +32,7 @@ from pathlib import Path
 
 from studylib.study import mean_interval
 
+from flowgrpo.files import read_text, replace_text
 from flowgrpo.trainer.reports.diagnose import read_jsonl
 
 HEADER = (
@@ -274,6 +275,23 @@ def merged(files: list[tuple[str, dict]], name: str) -> dict:
     return out
 
 
+def check_save(folder: str, paths: list[str]) -> None:
+    """Before anything is saved: two files of one name would overwrite each other's copy, and a
+    file there that is not a study's JSON (no worlds) is the user's, not replaced."""
+    names = [Path(p).name for p in paths]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        sys.exit(f"--save: two files named {twice[0]}; their copies would overwrite each other")
+    for name in names:
+        out = Path(folder) / name
+        try:
+            ours = out.is_file() and "worlds" in json.loads(read_text(out))
+        except (OSError, ValueError):
+            ours = False
+        if out.exists() and not ours:
+            sys.exit(f"--save: {out} exists and is not a study's JSON; move it or save elsewhere")
+
+
 def read(path: str) -> dict:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -298,12 +316,14 @@ def main(argv=None) -> None:
     else:
         for _, data in files:
             lines += rows(data, args.targets)
+    if args.save:
+        check_save(args.save, [path for path, _ in files])
     for path, data in files if args.save else ():
         for world in data["worlds"].values():
             world["runs"] = [with_current_deadlocks(r) for r in world["runs"]]
         out = Path(args.save) / Path(path).name
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        replace_text(out, json.dumps(data, indent=1))
     print("\n".join(lines))
 
 

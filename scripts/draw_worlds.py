@@ -31,6 +31,7 @@ from pathlib import Path
 import yaml
 
 from flowgrpo.dsl import DEFAULT_MAX_CALLS
+from flowgrpo.files import replace_text
 from flowgrpo.operators.executor import ExecutorConfig, executor_limits
 from flowgrpo.operators.simulation.oracle import arithmetic_mix, oracle
 from flowgrpo.operators.simulation.space import Tradeoff
@@ -133,6 +134,18 @@ def oracle_gap(data: dict, name: str, max_calls: int) -> float:
     return found.gap
 
 
+#: The first line of every world file this script draws: a file without it is not replaced.
+MARK = "# drawn by scripts/draw_worlds.py (a SIMULATED executor world)\n"
+
+
+def _ours(path: Path) -> bool:
+    try:
+        with path.open(encoding="utf-8") as handle:
+            return handle.readline() == MARK
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=3, help="worlds to draw")
@@ -152,6 +165,10 @@ def main(argv=None) -> None:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         p.error(f"--out {out} is a file: give a folder for the world files")
+    names = [f"{'adaptive' if args.adaptive else 'drawn'}-{args.seed}-{i}" for i in range(args.n)]
+    theirs = [p for p in (out / f"{n}.yaml" for n in names) if p.exists() and not _ours(p)]
+    if theirs:  # a file of the same name this script did not draw is the user's
+        p.error(f"{theirs[0]} exists and this script did not draw it; move it or choose --out")
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
     for i in range(args.n):
@@ -161,7 +178,7 @@ def main(argv=None) -> None:
         else:
             data = draw_world(rng, name)
         path = out / f"{name}.yaml"
-        path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        replace_text(path, MARK + yaml.safe_dump(data, sort_keys=False))
         print(path)
 
 

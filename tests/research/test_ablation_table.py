@@ -222,3 +222,20 @@ def test_a_torn_last_metrics_line_is_skipped_when_replaying(tmp_path):
     run = _run(0.1, True, 0.2, steps=3)
     run["checkpoint"] = str(run_dir / "checkpoint-3")
     assert ablation.replayed_deadlocks(run) == [3]  # the three whole lines, as diagnose reads
+
+
+def test_save_refuses_two_files_of_one_name_and_a_users_file(tmp_path):
+    """b/k.json's copy silently replaced a/k.json's; a user's save/k.json was replaced."""
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "k.json").write_text(json.dumps(_data([_run(0.1, True, 0.2)])))
+    save = tmp_path / "save"
+    with pytest.raises(SystemExit, match=r"two files named k\.json"):
+        ablation.main([str(tmp_path / "a" / "k.json"), str(tmp_path / "b" / "k.json"),
+                       "--save", str(save)])  # fmt: skip
+    assert not save.exists()
+    save.mkdir()
+    (save / "k.json").write_text("my notes")
+    with pytest.raises(SystemExit, match="is not a study's JSON; move it"):
+        ablation.main([str(tmp_path / "a" / "k.json"), "--save", str(save)])
+    assert (save / "k.json").read_text() == "my notes"

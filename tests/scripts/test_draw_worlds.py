@@ -53,3 +53,16 @@ def test_a_count_below_one_or_a_file_as_the_folder_is_a_usage_error(tmp_path, ca
             load_script("draw_worlds").main(argv)
         assert stop.value.code == 2 and "error:" in capsys.readouterr().err
     assert (tmp_path / "file").read_text() == "mine" and not (tmp_path / "w").exists()
+
+
+def test_a_users_file_under_a_drawn_name_is_refused_and_its_own_replaced(tmp_path, capsys):
+    out = tmp_path / "w"
+    load_script("draw_worlds").main(["--seed", "5", "--n", "1", "--out", str(out)])
+    first = (out / "drawn-5-0.yaml").read_text()
+    load_script("draw_worlds").main(["--seed", "5", "--n", "1", "--out", str(out)])  # its own
+    assert (out / "drawn-5-0.yaml").read_text() == first
+    (out / "drawn-6-0.yaml").write_text("name: mine\n")
+    with pytest.raises(SystemExit) as stop:
+        load_script("draw_worlds").main(["--seed", "6", "--n", "1", "--out", str(out)])
+    assert stop.value.code == 2 and "did not draw it" in capsys.readouterr().err
+    assert (out / "drawn-6-0.yaml").read_text() == "name: mine\n"
