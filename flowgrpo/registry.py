@@ -83,7 +83,9 @@ class Registry(Generic[T]):
                 where = getattr(old, "__module__", None), getattr(old, "__qualname__", None)
                 origin = ".".join(p for p in where if p) or repr(old)
                 raise ValueError(
-                    f"{self.kind} {name!r} is already registered ({origin}); choose another name"
+                    f"{self.kind} {name!r} is already registered ({origin}); choose another "
+                    "name, or unregister it first where the same code runs again (a notebook "
+                    "cell, a plugin re-imported after an error)"
                 )
             self._entries[name] = value
             self._meta[name] = dict(meta)
