@@ -57,6 +57,8 @@ def _import_file(path: Path) -> ModuleType:
     if not path.is_file():
         raise ValueError(f"plugin file {str(path)!r} does not exist (paths are relative to the "
                          "working folder)")  # fmt: skip
+    if path.suffix != ".py":  # no loader for another suffix: it failed on a None spec
+        raise ValueError(f"plugin file {str(path)!r} is not a .py file; name a Python file")
     name, folder = path.stem, str(path.resolve().parent)
     if not name.isidentifier():
         raise ValueError(f"plugin file {str(path)!r}: {name!r} is not a valid module name")

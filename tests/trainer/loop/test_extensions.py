@@ -184,6 +184,7 @@ def test_plugins_operators_backend_and_prompt_from_one_config(user_dir, monkeypa
     [
         ("plugins=[no_such_plugin_pkg.rewards]", r"plugins\[0\]: plugin 'no_such_plugin_pkg"),
         ("plugins=[missing/plugin.py]", r"plugins\[0\]: plugin file 'missing/plugin.py' does not"),
+        ("plugins=[configs/tiny.yaml]", r"plugins\[0\]: plugin file 'configs/tiny.yaml' is not a"),
         (
             "operators=[{name: Critique, role: judge, prompt: x}]",
             r"operators\[0\]: operator Critique: role 'judge' is not one of",
