@@ -9,7 +9,7 @@ from typing import NoReturn
 import click
 import yaml
 
-from flowgrpo.configuration import ConfigError, to_dict
+from flowgrpo.configuration import ConfigError
 from flowgrpo.trainer.cli.common import console_logging, fail, is_quiet, progress, status
 from flowgrpo.trainer.reports.estimate import estimate
 
@@ -53,7 +53,7 @@ def train_command(
     cfg = resolve_config(config_path, overrides, max_steps, output_dir)
     if dry_run:
         check_environment(cfg)
-        click.echo(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+        click.echo(yaml.safe_dump(cfg.resolved(), sort_keys=False))
         click.echo("memory estimate (not a measurement):")
         click.echo(yaml.safe_dump(estimate(cfg), sort_keys=False))
         return

@@ -97,12 +97,17 @@ class TrainConfig:
             options = dataclasses.replace(options, cost_max_calls=self.executor.max_calls)
             object.__setattr__(self, "rewards", dataclasses.replace(self.rewards, options=options))
 
+    def resolved(self) -> dict[str, Any]:
+        """Plain data of every value as the run uses it, the derived ones included (what the
+        trackers log as hyperparameters and ``--dry-run`` prints)."""
+        return {f.name: to_dict(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data (``config.yaml``, ``flowgrpo.train``'s overrides) in which the derived
         values are written unset (null) where they equal what they derive from, so a config
         read back with another budget (``--set executor.max_calls=4`` on a run's config.yaml)
         derives them afresh instead of keeping the old budget's."""
-        data = {f.name: to_dict(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        data = self.resolved()
         data["algorithm"]["loss"]["max_new_tokens"] = None  # always the rollout budget (checked)
         options = data["rewards"]["options"]
         if options["cost_max_calls"] == self.executor.max_calls:

@@ -26,7 +26,7 @@ import os
 import re
 from pathlib import Path
 
-from flowgrpo.configuration import ConfigError, to_dict
+from flowgrpo.configuration import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def start_trackers(accelerator, config, run_dir: str | Path, resume: bool) -> Tr
         init["mlflow"]["run_id"] = ids["mlflow"]
     # Hyperparameters are logged when a tracker run starts; a continued run keeps them (MLflow
     # refuses changed values, and max_steps usually changes on resume).
-    params = None if ids else flat_config(to_dict(config))
+    params = None if ids else flat_config(config.resolved())
     try:
         accelerator.init_trackers(config.logging.project, config=params, init_kwargs=init)
     except Exception as exc:  # a tracker's own failure: one line naming it, not a traceback

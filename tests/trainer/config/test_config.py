@@ -165,3 +165,16 @@ def test_a_changed_budget_derives_the_values_that_follow_it_again(tmp_path):
     assert read.rewards.options.cost_max_calls == 4
     apart = load_config(None, ("rewards.options.cost_max_calls=20",))
     assert _config(apart, {"executor__max_calls": 4}).rewards.options.cost_max_calls == 20
+
+
+def test_the_resolved_values_keep_what_config_yaml_writes_null(tmp_path):
+    cfg = load_config(None, ("executor.max_calls=7", "rollout.max_new_tokens=33"))
+    resolved = cfg.resolved()
+    assert resolved["rewards"]["options"]["cost_max_calls"] == 7
+    assert resolved["algorithm"]["loss"]["max_new_tokens"] == 33
+    written = to_dict(cfg)
+    assert written["rewards"]["options"]["cost_max_calls"] is None
+    assert written["algorithm"]["loss"]["max_new_tokens"] is None
+    assert {k: v for k, v in resolved.items() if k not in ("rewards", "algorithm")} == {
+        k: v for k, v in written.items() if k not in ("rewards", "algorithm")
+    }

@@ -116,7 +116,11 @@ def test_mlflow_file_store_gets_the_metrics_and_a_resume_continues_the_run(tmp_p
     assert [m.value for m in history] == pytest.approx([x["validity_rate"] for x in lines])
     losses = client.get_metric_history(run_id, "loss/total")
     assert [m.value for m in losses] == pytest.approx([x["loss"] for x in lines])
-    assert client.get_run(run_id).data.params["lora.r"] == "4"
+    params = client.get_run(run_id).data.params
+    assert params["lora.r"] == "4"
+    # derived values as the run used them (config.yaml writes them null while they follow)
+    assert params["rewards.options.cost_max_calls"] == params["executor.max_calls"] != "null"
+    assert params["algorithm.loss.max_new_tokens"] == params["rollout.max_new_tokens"]
 
     run(run_dir, "optim.max_steps=3", "logging.report_to=[mlflow]", resume=True)
     steps = [m.step for m in client.get_metric_history(run_id, "validity_rate")]
