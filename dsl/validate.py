@@ -15,6 +15,7 @@ Error codes (``Report.errors``):
 ``loop_count``             a loop count outside [1, max_loop_count]
 ``too_many_calls``         worst-case executor calls (loops expanded) above max_calls
 ``too_deep``               nesting of parallel/conditional/loop deeper than max_depth
+``malformed_workflow``     a Workflow built by hand outside the parser's normal form
 =========================  ==============================================================
 
 Warning codes (``Report.warnings``): ``instruction_ignored`` (instruction on an operator that
