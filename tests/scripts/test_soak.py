@@ -4,6 +4,7 @@ writes the JSON report and prints the Markdown table."""
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,10 @@ def test_an_interrupted_soak_writes_no_report(tmp_path, monkeypatch):
             return TrainResult(6, tmp_path / "run", None, exit_code=130)
 
     monkeypatch.setattr(soak, "Trainer", Stopped)
+    # run() wraps the loop's functions for its timings: wrap stand-ins, not the real modules
+    # (patched here they would stay patched for every later test of this process)
+    monkeypatch.setattr(soak, "step_mod", types.SimpleNamespace(generate_rollout=None))
+    monkeypatch.setattr(soak, "trainer_mod", types.SimpleNamespace(policy_update=None))
     out = tmp_path / "soak.json"
     with pytest.raises(SystemExit, match="interrupted at step 6 of 30: nothing written"):
         soak.main(["--steps", "30", "--run-dir", str(tmp_path / "run"), "--out", str(out)])
