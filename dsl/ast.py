@@ -216,6 +216,8 @@ class _NormalForm(Visitor[str | None]):
     def visit_parallel(self, node: Parallel, in_seq: bool) -> str | None:
         if not isinstance(node.branches, tuple) or len(node.branches) < 2:
             return "a Parallel needs a tuple of at least two branches"
+        if any(branch is None for branch in node.branches):
+            return "done stands only as a branch of a Cond, not of a Parallel"
         return self._first(node.branches)
 
     def visit_cond(self, node: Cond, in_seq: bool) -> str | None:

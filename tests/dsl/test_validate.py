@@ -200,6 +200,7 @@ def test_nesting_past_what_the_passes_can_walk_is_a_too_deep_error_not_a_crash(d
         (Op("Custom", 5), "Custom's instruction must be a string or None"),
         (Op(""), "an Op's name must be a non-empty string"),
         (Seq((Op("Custom"), None)), "done stands only as a branch of a Cond"),
+        (Parallel((Op("Custom"), None)), "done stands only as a branch of a Cond, not of a P"),
         (Seq((Op("Custom"), "Review")), "not a workflow node: 'Review'"),
     ],
 )
