@@ -188,11 +188,19 @@ def validate(
     table, limits, allowed_operators = _arguments(operators, domain, limits, allowed_operators)
     if not isinstance(workflow, (str, Workflow)):
         raise TypeError(f"validate() takes text or a Workflow, got {type(workflow).__name__}")
-    if isinstance(workflow, Workflow) and (why := normal_form_error(workflow)) is not None:
-        hint = "build the tree with parse(text), or in the normal form flowgrpo.dsl.ast states"
-        problem = Problem("malformed_workflow", why, 1, 1, hint)  # every pass assumes the form
-        return Report(text="<workflow>", workflow=None, errors=(problem,))
-    return _validate_cached(workflow, domain, limits, allowed_operators, table)
+    try:
+        return _validate_cached(workflow, domain, limits, allowed_operators, table)
+    except TypeError:  # a hand-built tree that cannot be hashed (a list for a tuple) is malformed
+        why = normal_form_error(workflow) if isinstance(workflow, Workflow) else None
+        if why is None:
+            raise
+        return _malformed(why)
+
+
+def _malformed(why: str) -> Report:
+    hint = "build the tree with parse(text), or in the normal form flowgrpo.dsl.ast states"
+    problem = Problem("malformed_workflow", why, 1, 1, hint)
+    return Report(text="<workflow>", workflow=None, errors=(problem,))
 
 
 def _arguments(operators, domain, limits, allowed) -> tuple:
@@ -242,6 +250,8 @@ def _validate(workflow, domain, limits, allowed, table) -> Report:
         except DSLSyntaxError as exc:
             problem = Problem("syntax_error", exc.reason, exc.line, exc.column, exc.hint)
             return Report(text=text, workflow=None, errors=(problem,))
+    elif (why := normal_form_error(workflow)) is not None:  # every pass assumes the form
+        return _malformed(why)
     else:
         text = canonical(workflow)
     return _check(text, workflow, domain, limits, allowed, table)

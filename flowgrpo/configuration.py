@@ -5,9 +5,10 @@ Every config section of flowgrpo (``TrainConfig``'s sections, ``LossConfig``, ``
 
 * documents every field in its docstring (units, paper link),
 * checks its fields in ``__post_init__``: their types with :func:`check_types` (a section
-  built in Python is held to what ``from_dict`` asks of YAML; first, unless the section's own
-  rules already name the fix for a wrong type), and their ranges with :func:`check`, which
-  raises :class:`ConfigError` naming the field and the fix, and
+  built in Python is held to the types ``from_dict`` asks of YAML; first, or last where the
+  section's own rules check a field's type and say what to write: health, loss, prompt, reward
+  options), and their ranges with :func:`check`, which raises :class:`ConfigError` naming the
+  field and the fix, and
 * is built from YAML data with :func:`from_dict`, which rejects unknown keys with a
   "did you mean" suggestion and coerces values to the annotated types (YAML reads ``3e-5``
   as a string and ``off`` as False; both are turned back into what the field expects).
@@ -24,6 +25,8 @@ import dataclasses
 import difflib
 import functools
 import math
+import numbers
+import os
 import types
 import typing
 from collections.abc import Mapping
@@ -122,7 +125,9 @@ def coerce(value: Any, hint: Any, name: str, default: Any = None, built: bool = 
     """``value`` as the type ``hint`` asks for, or ``ConfigError`` naming ``name``.
 
     ``default``: the field's default; a nested section starts from it (see :func:`from_dict`).
-    ``built``: a nested section must be an instance already (:func:`check_types`), not data.
+    ``built``: the value was built in Python (:func:`check_types`): a nested section must be an
+    instance already, and YAML's repairs are not applied (text for a number, ``False`` for the
+    word ``off``): such a value is refused, not converted.
     """
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if dataclasses.is_dataclass(hint) and (built or isinstance(value, hint)):
@@ -145,7 +150,7 @@ def coerce(value: Any, hint: Any, name: str, default: Any = None, built: bool = 
         inner = [a for a in args if a is not type(None)]
         return coerce(value, inner[0], name, built=built) if len(inner) == 1 else value
     if origin is typing.Literal:
-        return _literal(value, args, name)
+        return _literal(value, args, name, yaml=not built)
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{name}: expected a list, got {value!r}")
@@ -154,39 +159,43 @@ def coerce(value: Any, hint: Any, name: str, default: Any = None, built: bool = 
         if not isinstance(value, Mapping):
             raise ConfigError(f"{name}: expected a mapping, got {value!r}")
         return dict(value)
-    return _scalar(value, hint, name)
+    return _scalar(value, hint, name, yaml=not built)
 
 
-def _literal(value: Any, choices: tuple, name: str) -> Any:
+def _literal(value: Any, choices: tuple, name: str, yaml: bool = True) -> Any:
     # YAML 1.1 reads the words off/on/no/yes as booleans; an enum field wants the word back.
-    if isinstance(value, bool) and _YAML_BOOL_WORDS[value] in choices:
+    if yaml and isinstance(value, bool) and _YAML_BOOL_WORDS[value] in choices:
         value = _YAML_BOOL_WORDS[value]
     if value not in choices:
         raise ConfigError(f"{name}: got {value!r}; choose one of {', '.join(map(str, choices))}")
     return value
 
 
-def _scalar(value: Any, hint: Any, name: str) -> Any:
+def _scalar(value: Any, hint: Any, name: str, yaml: bool = True) -> Any:
+    """``value`` as a bool, int, float or str field asks; ``yaml``: apply YAML 1.1's repairs.
+    A numpy number counts as the number it is, a path as its text."""
     if hint is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{name}: expected true or false, got {value!r}")
         return value
     if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise ConfigError(f"{name}: expected an integer, got {value!r}")
-        return value
+        return int(value)
     if hint is float:
-        if isinstance(value, str):  # YAML 1.1 reads 3e-5 (no dot) as a string
+        if yaml and isinstance(value, str):  # YAML 1.1 reads 3e-5 (no dot) as a string
             try:
                 value = float(value)
             except ValueError:
                 raise ConfigError(f"{name}: expected a number, got {value!r}") from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ConfigError(f"{name}: expected a number, got {value!r}")
         return float(value)
     if hint is str and not isinstance(value, str):
-        if isinstance(value, bool):  # `guard: off` -> False; the field wants the word
+        if yaml and isinstance(value, bool):  # `guard: off` -> False; the field wants the word
             return _YAML_BOOL_WORDS[value]
+        if isinstance(value, os.PathLike):
+            return os.fspath(value)
         raise ConfigError(f"{name}: expected a string, got {value!r}")
     return value
 

@@ -285,7 +285,8 @@ def check_save(folder: str, paths: list[str]) -> None:
     for name in names:
         out = Path(folder) / name
         try:
-            ours = out.is_file() and "worlds" in json.loads(read_text(out))
+            data = json.loads(read_text(out)) if out.is_file() else None
+            ours = isinstance(data, dict) and "worlds" in data
         except (OSError, ValueError):
             ours = False
         if out.exists() and not ours:

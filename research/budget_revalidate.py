@@ -61,9 +61,11 @@ def main(argv=None) -> int:
     if any(b < 1 for b in args.budgets):
         print("error: --budgets takes whole numbers >= 1")
         return 2
-    for run_dir in args.run_dirs:  # all checked before the table starts
+    samples = {}
+    for run_dir in args.run_dirs:  # all read before the table starts
         path = run_dir / "samples.jsonl"
-        if not path.is_file() or not read_jsonl(path):
+        samples[run_dir] = read_jsonl(path) if path.is_file() else []
+        if not samples[run_dir]:
             print(f"error: {path} not found or empty: pass run directories (with samples.jsonl)")
             return 2
     head = " | ".join(f"valid at {b}" for b in args.budgets)
@@ -71,7 +73,7 @@ def main(argv=None) -> int:
     print(f"| run | steps | samples | parsed | {head} | {changed} |")
     print("|---" * (4 + 2 * len(args.budgets) - 1) + "|")
     for run_dir in args.run_dirs:
-        for first, last, rows in blocks(read_jsonl(run_dir / "samples.jsonl"), args.block):
+        for first, last, rows in blocks(samples[run_dir], args.block):
             c = judge(rows, args.budgets, args.domain)
             cells = [str(v) for v in c["valid"]] + [str(v) for v in c["changed"][1:]]
             print(f"| {run_dir} | {first}-{last} | {c['samples']} | {c['parsed']} | "

@@ -40,7 +40,7 @@ from studylib.choice import (  # issue 40
     table_reward,
 )
 from studylib.group_signal import is_near  # issue 20
-from studylib.known_optimum_report import SERIES_KEYS, write
+from studylib.known_optimum_report import SERIES_KEYS, figure_of, write
 from studylib.known_optimum_store import json_path, resumed, save, write_choice
 from studylib.label_start import LabelStart, build_label_start, search_files, start_folder
 from studylib.study import alert_steps, series
@@ -364,6 +364,18 @@ def cached_start(args, base, world) -> dict:
     return start
 
 
+def check_figure(args, worlds: list) -> None:
+    """Before any training: a file of the user's where the section's figure goes ends the study
+    now, not after its seeds trained."""
+    from flowgrpo.trainer.reports.plots import check_replaceable
+
+    if not args.no_write and len(worlds) == 1:
+        try:
+            check_replaceable(figure_of(json_path(args)))
+        except FileExistsError as exc:
+            sys.exit(f"error: {exc}")
+
+
 def checked_worlds(args) -> list:
     """Every world file and every run's config read before any training: a bad path, world or
     ``--set`` ends the script at once with the reason, not after the first worlds have run."""
@@ -412,6 +424,7 @@ def trained(args, plan: list, base):
 def main(argv=None) -> None:
     args = parse_args(argv)
     worlds = checked_worlds(args)
+    check_figure(args, worlds)
     results: dict = resumed(args)  # worlds not run now stay in the file as they were
     base = base_model(config_of(args, None))
     plan = []

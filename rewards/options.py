@@ -80,7 +80,6 @@ class RewardOptions:
         return DEFAULT_MAX_CALLS if self.cost_max_calls is None else self.cost_max_calls
 
     def __post_init__(self):
-        check_types(self, "rewards.options.")
         levels = [getattr(self, name) for name in _LEVELS]
         for name, value in zip(_LEVELS, levels):
             _check_unit(name, value)
@@ -113,6 +112,7 @@ class RewardOptions:
                 f"got {self.diversity_metric!r}"
             )
         _check_unit("diversity_history_weight", self.diversity_history_weight)
+        check_types(self, "rewards.options.")  # after the rules above: they name the fix
 
     @classmethod
     def from_dict(

@@ -221,6 +221,6 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_evaluating(
     message = one_line_config_error(
         flowgrpo.evaluate, run_dir, all_checkpoints=True, n=1, json_file=tmp_path / "res.json"
     )
-    assert "res.png exists and is not a plot flowgrpo wrote" in message
+    assert "res.png exists and carries no 'flowgrpo' PNG mark" in message
     assert mine.read_bytes() == before and not (tmp_path / "res.json").exists()
     assert called == []

@@ -99,11 +99,16 @@ def section(args, start: dict, runs: list[dict], figure: Path, numbers: str) -> 
     ])  # fmt: skip
 
 
+def figure_of(numbers: Path) -> Path:
+    """The figure of the study whose JSON is ``numbers``: ``figures/known_optimum[-TAG].png``."""
+    return numbers.parent / "figures" / f"{numbers.stem}.png"
+
+
 def write(args, start: dict, runs: list[dict], numbers: Path) -> Path:
     """The section and its figure, named as the study's JSON ``numbers`` (which the study
     saves itself): ``known_optimum[-TAG].md`` and ``figures/known_optimum[-TAG].png``, so a
     tagged study never replaces the untagged record."""
-    figure = plot(runs, numbers.parent / "figures" / f"{numbers.stem}.png")
+    figure = plot(runs, figure_of(numbers))
     path = numbers.with_suffix(".md")
     replace_text(path, section(args, start, runs, figure, numbers.name) + "\n")
     return path

@@ -99,6 +99,6 @@ def test_a_users_file_under_a_figures_name_is_refused_before_any_search(
     study = _study(tmp_path / "a.json", [_run(0, 0.83, 60_000, 0.79)])
     (tmp_path / "out" / "figures").mkdir(parents=True)
     mine = write_png(tmp_path / "out" / "figures" / "choice-cheap.png")
-    with pytest.raises(SystemExit, match=r"choice-cheap\.png exists and is not a plot flowgrpo"):
+    with pytest.raises(SystemExit, match=r"choice-cheap\.png exists and carries no 'flowgrpo' PNG"):
         script.main([study, "--out", str(tmp_path / "out")])
     assert b"tEXt" not in mine.read_bytes()

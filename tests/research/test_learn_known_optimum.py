@@ -299,3 +299,14 @@ def test_a_damaged_resume_file_is_one_line(tmp_path):
     args = _script().parse_args(["--out", str(tmp_path), "--tag", "t", "--resume"])
     with pytest.raises(SystemExit, match=r"does not read as JSON .*restore it, or drop --resume"):
         _script().resumed(args)
+
+
+def test_a_users_file_where_the_figure_goes_ends_the_study_before_training(
+    tmp_path, monkeypatch, write_png
+):
+    script = _script()
+    monkeypatch.setattr(script, "base_model", lambda cfg: pytest.fail("a model was loaded"))
+    (tmp_path / "figures").mkdir()
+    write_png(tmp_path / "figures" / "known_optimum-t.png")
+    with pytest.raises(SystemExit, match=r"known_optimum-t\.png exists and carries no"):
+        script.main(["--seeds", "0", "--out", str(tmp_path), "--tag", "t"])

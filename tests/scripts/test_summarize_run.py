@@ -82,7 +82,7 @@ def test_a_users_figure_or_a_link_under_its_names_is_refused_not_written_through
     (out / "figures").mkdir(parents=True)
     mine = write_png(out / "figures" / "r.png")
     code, err = _run(tmp_path, monkeypatch, capsys, run, "--out", out, "--name", "r")
-    assert code == 2 and "r.png exists and is not a plot flowgrpo wrote" in err
+    assert code == 2 and "r.png exists and carries no 'flowgrpo' PNG mark" in err
     assert b"tEXt" not in mine.read_bytes()
     mine.unlink()
     (tmp_path / "victim.txt").write_text("mine")

@@ -66,6 +66,7 @@ def eval_command(
         return
     adapter = _target(adapter, base, run_dir, search)
     options = eval_options(o)
+    json_out = o["json_out"]  # its folder checked by the option itself, before evaluating
     try:
         pick, picked = _search_pick(search, adapter)
         session = EvalSession(run_config_of(adapter), options)
@@ -78,11 +79,10 @@ def eval_command(
             result = session.evaluate(bar.update, pick, picked)
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc))
-    json_out = o["json_out"]
     click.echo(json.dumps(result, indent=2) if json_out == "-" else format_eval(result))
     if json_out and json_out != "-":  # after the printing: a failed write loses nothing
         try:
-            Path(json_out).write_text(json.dumps(result, indent=2), encoding="utf-8")
+            write_json(result, json_out)  # whole, and a link there replaced, not written through
         except OSError as exc:
             fail(f"--json {json_out}: could not write the result ({exc}); it is printed above")
 

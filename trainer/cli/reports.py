@@ -70,5 +70,5 @@ def analyze_command(run_dir, samples_file, field, top, window, as_json, plots_di
         try:
             written = plot_analyze(report, out)
         except (ImportError, OSError) as exc:  # a user's file under a plot's name is refused
-            fail(f"could not write the plots: {exc}")
+            fail(f"could not write the plots: {exc} (or give --plots another folder)")
         click.echo(f"plots: {len(written)} PNG files in {out}", err=as_json)

@@ -190,7 +190,6 @@ class AlgorithmConfig:
     reference: str = "base"
 
     def __post_init__(self):
-        check_types(self, "algorithm.")
-        check(isinstance(self.advantage, str), "algorithm.advantage", "name an estimator")
+        check_types(self, "algorithm.")  # a name that is not text: "expected a string"
         check(self.num_iterations >= 1, "algorithm.num_iterations", "must be >= 1")
         check(self.reference in ("base", "start"), "algorithm.reference", "use base or start")

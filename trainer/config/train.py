@@ -1,8 +1,9 @@
 """The training configuration :class:`TrainConfig`: one section per concern, each a dataclass
 of its own module in this package; loading (:func:`load_config`, ``--set`` overrides) and saving.
 
-Unknown keys and bad values raise :class:`ConfigError` naming the field and the fix. The resolved
-config is saved in the run directory (:func:`save_config`).
+Unknown keys and bad values raise :class:`ConfigError` naming the field and the fix. The config
+is saved in the run directory (:func:`save_config`), the derived values written null while they
+follow their budget (:meth:`TrainConfig.to_dict`; :meth:`TrainConfig.resolved` has them).
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ def check_replaceable(path: Path) -> None:
     same name, a link, a folder, or a plot of a flowgrpo older than the mark."""
     if (path.exists() or path.is_symlink()) and not png_marked(path):
         raise FileExistsError(
-            f"{path} exists and is not a plot flowgrpo wrote (it carries no '{PNG_MARK}' PNG "
-            "mark), so it is not replaced: move it or delete it, or write the plots elsewhere"
+            f"{path} exists and carries no '{PNG_MARK}' PNG mark (a file of yours, or a plot of "
+            "a flowgrpo from before the mark), so it is not replaced: move it or delete it"
         )
 
 

@@ -202,7 +202,7 @@ def test_a_users_plot_beside_an_eval_all_report_is_refused_not_overwritten(
     before = mine.read_bytes()
     result = invoke("eval", copy, "--all", *EVAL)
     assert result.exit_code == 2, result.output
-    assert "eval_all.png exists and is not a plot flowgrpo wrote" in result.output
+    assert "eval_all.png exists and carries no 'flowgrpo' PNG mark" in result.output
     assert mine.read_bytes() == before
 
 
@@ -215,5 +215,5 @@ def test_a_users_png_beside_a_named_report_is_refused_before_evaluating(
     mine = write_png(tmp_path / "all.png")
     result = invoke("eval", run_dir, "--all", *EVAL, "--json", tmp_path / "all.json")
     assert result.exit_code == 2, result.output
-    assert "all.png exists and is not a plot flowgrpo wrote" in result.output
+    assert "all.png exists and carries no 'flowgrpo' PNG mark" in result.output
     assert b"tEXt" not in mine.read_bytes() and not (tmp_path / "all.json").exists()

@@ -1,5 +1,7 @@
 """Config: defaults, YAML + --set, unknown keys and bad values name the field and the fix."""
 
+from pathlib import Path
+
 import pytest
 
 from flowgrpo.trainer.config import (
@@ -144,11 +146,24 @@ def test_a_section_built_in_python_is_held_to_the_yaml_types(section, kwargs, me
         _section(section)(**kwargs)
 
 
-def test_a_section_built_in_python_converts_as_yaml_does():
+def test_a_section_built_in_python_takes_numbers_paths_and_lists_not_yamls_repairs():
+    """YAML 1.1's repairs (text read for a number, False for the word off) are for YAML: in
+    Python the text is refused, not converted; numpy numbers and paths are what they are."""
+    import numpy as np
+
     optim, lora = _section("OptimConfig"), _section("LoraSettings")
-    assert optim(lr="3e-5").lr == 3e-5  # YAML 1.1 reads 3e-5 as a string: taken as a number
+    with pytest.raises(ConfigError, match=r"optim\.lr: expected a number, got '3e-5'"):
+        optim(lr="3e-5")
+    from flowgrpo.trainer.config.logs import LoggingConfig
+
+    with pytest.raises(ConfigError, match=r"logging\.run_name: expected a string, got False"):
+        LoggingConfig(run_name=False)  # was: a tracker run named "off"
     assert lora(target_modules=["q_proj"]).target_modules == ("q_proj",)
+    steps = optim(max_steps=np.int64(3), lr=np.float32(0.5))
+    assert (steps.max_steps, type(steps.max_steps), steps.lr) == (3, int, 0.5)
+    assert _section("ModelConfig")(name_or_path=Path("my_model")).name_or_path == "my_model"
     assert TrainConfig(optim=optim(max_steps=3)).optim.max_steps == 3
+    assert load_config(None, ("optim.lr=3e-5",)).optim.lr == 3e-5  # from YAML: repaired
 
 
 def test_a_changed_budget_derives_the_values_that_follow_it_again(tmp_path):

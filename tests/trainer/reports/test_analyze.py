@@ -239,5 +239,5 @@ def test_analyze_names_a_users_png_under_a_charts_name_and_keeps_it(run_dir, wri
     args = ["analyze", str(run_dir), "--plots", str(run_dir / "charts")]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert "operators.png exists and is not a plot flowgrpo wrote" in result.output
+    assert "operators.png exists and carries no 'flowgrpo' PNG mark" in result.output
     assert mine.read_bytes() == before

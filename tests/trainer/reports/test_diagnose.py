@@ -189,7 +189,9 @@ def test_plots_replace_their_own_files_and_never_a_users(run_dir, write_png):
     assert plot_run(run_dir, history) == first  # a second diagnose replaces its own plots
     mine = write_png(run_dir / "plots" / "grad_norm.png", b"Software\0my own script")
     before = mine.read_bytes()
-    with pytest.raises(FileExistsError, match=r"grad_norm\.png exists and is not a plot"):
+    with pytest.raises(
+        FileExistsError, match=r"grad_norm\.png exists and carries no .flowgrpo. PNG mark"
+    ):
         plot_run(run_dir, history)
     assert mine.read_bytes() == before
     (run_dir / "plots" / "mine").mkdir()
@@ -206,6 +208,6 @@ def test_diagnose_names_a_users_png_under_a_plots_name_and_keeps_it(run_dir, wri
     mine = write_png(run_dir / "plots" / "reward.png")
     result = CliRunner().invoke(main, ["diagnose", str(run_dir)])
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert "reward.png exists and is not a plot flowgrpo wrote" in result.output
+    assert "reward.png exists and carries no 'flowgrpo' PNG mark" in result.output
     assert "--no-plots" in result.output and "Checklist" in result.output  # the report printed
     assert b"tEXt" not in mine.read_bytes()
