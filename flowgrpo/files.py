@@ -60,6 +60,18 @@ def remove(path: str | os.PathLike) -> bool:
     return True
 
 
+def unwritable(path: str | os.PathLike) -> str | None:
+    """Why no file can be written at ``path``, or None: a folder stands there, or a file where
+    a folder of its path should be. Checked before a long run whose report goes there."""
+    path = Path(path)
+    if path.is_dir():
+        return f"{path} is a folder: give a file name"
+    above = next((p for p in path.parents if p.exists() or p.is_symlink()), None)
+    if above is not None and not above.is_dir():
+        return f"{above} is a file, so {path} cannot be written: give another path"
+    return None
+
+
 def png_marked(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a PNG file (not a link) with a ``tEXt`` chunk keyed :data:`PNG_MARK`.
     Chunks are read by the PNG layout (length, type, data, CRC: the PNG specification, section

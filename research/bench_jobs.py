@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from studylib.args import refuse_below_one
+
 SCRIPT = Path(__file__).with_name("learn_known_optimum.py")
 
 
@@ -40,9 +42,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--jobs", type=int, nargs=2, default=[1, 2], metavar=("A", "B"))
     p.add_argument("--set", dest="overrides", action="append", default=[])
     args = p.parse_args(argv)
-    for name in ("steps", "eval_n", "repeats"):  # before the warm-up study, not after it
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    refuse_below_one(p, args, ("steps", "eval_n", "repeats"))  # before the warm-up study
     return args
 
 

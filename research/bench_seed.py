@@ -29,6 +29,7 @@ import tempfile
 from pathlib import Path
 
 from bench_jobs import SCRIPT, median_text, study
+from studylib.args import refuse_below_one
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,9 +52,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="a study --out folder holding the start's cached eval (start-*.json): "
                         "copied to every arm instead of the warm-up run")  # fmt: skip
     args = p.parse_args(argv)
-    for name in ("steps", "eval_n", "repeats"):  # before the warm-up study, not after it
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    refuse_below_one(p, args, ("steps", "eval_n", "repeats"))  # before the warm-up study
     if min(args.threads) < 1:
         p.error(f"--threads must be >= 1, got {args.threads}")
     return args

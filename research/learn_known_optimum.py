@@ -34,6 +34,7 @@ import sys
 import time
 from pathlib import Path
 
+from studylib.args import refuse_below_one
 from studylib.choice import (  # issue 40
     choice_report,
     pick_reward,
@@ -104,11 +105,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "300,000 per label for 15 labels)")  # fmt: skip
     p.add_argument("--label-sft-steps", type=int, default=120, help="SFT steps of that start")
     args = p.parse_args(argv)
-    counts = (("jobs", args.jobs), ("threads", args.threads), ("steps", args.steps),
-              ("eval-n", args.eval_n), ("eval-k", args.eval_k))  # fmt: skip
-    for name, value in counts:
-        if value is not None and value < 1:
-            p.error(f"--{name} must be >= 1, got {value}")
+    refuse_below_one(p, args, ("jobs", "threads", "steps", "eval_n", "eval_k"))
     if len(set(args.seeds)) != len(args.seeds):  # a seed twice would count twice in the table
         p.error(f"--seeds names a seed twice: {args.seeds}")
     if args.smoke:

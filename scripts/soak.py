@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from flowgrpo.dsl import validate
-from flowgrpo.files import replace_text
+from flowgrpo.files import replace_text, unwritable
 from flowgrpo.trainer.config import load_config
 from flowgrpo.trainer.loop import step as step_mod
 from flowgrpo.trainer.loop import trainer as trainer_mod
@@ -257,12 +257,8 @@ def _check(parser, args) -> None:
             parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
     if args.warmup < 0 or args.threads < 0:
         parser.error("--warmup and --threads must be >= 0 (--threads 0: torch's default)")
-    out = Path(args.out)
-    if out.is_dir():
-        parser.error(f"--out {out} is a folder: give the report's file name")
-    above = next((p for p in out.parents if p.exists()), None)
-    if above is not None and not above.is_dir():
-        parser.error(f"--out {out}: {above} is a file")
+    if (why := unwritable(args.out)) is not None:
+        parser.error(f"--out: {why} for the report")
 
 
 def main(argv=None) -> None:

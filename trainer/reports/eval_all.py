@@ -13,7 +13,7 @@ import json
 import math
 from pathlib import Path
 
-from flowgrpo.files import replace_text
+from flowgrpo.files import replace_text, unwritable
 from flowgrpo.trainer.reports.evaluate import compare_keys, headline_keys
 from flowgrpo.trainer.reports.plots import check_replaceable, new_figure, save, series
 
@@ -52,11 +52,8 @@ def check_report_paths(json_file: str | Path, plot: bool) -> None:
     a folder of its path should be) or, with ``plot``, a file of the user's stands where the
     plot goes beside it (:func:`~.plots.check_replaceable`)."""
     path = Path(json_file)
-    if path.is_dir():
-        raise ValueError(f"{path} is a folder: give a file name for the JSON report")
-    above = next((p for p in path.parents if p.exists() or p.is_symlink()), None)
-    if above is not None and not above.is_dir():
-        raise ValueError(f"{above} is a file, so {path} cannot be written: give another path")
+    if (why := unwritable(path)) is not None:
+        raise ValueError(f"{why} for the JSON report")
     if plot:
         try:
             check_replaceable(path.with_suffix(".png"))
